@@ -1,0 +1,129 @@
+"""Global configuration: the working-memory budget and engine block sizes.
+
+The budget is configuration, not an argument threaded through every call::
+
+    with nadaraya.config_context(working_memory=64):   # MiB
+        nadaraya.smooth(q, k, v)
+
+The environment variable ``NADARAYA_WORKING_MEMORY`` (MiB) sets the default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ._errors import NadarayaError
+
+__all__ = ["Config", "config_context", "get_config", "set_config"]
+
+_ENV_MEMORY = "NADARAYA_WORKING_MEMORY"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings read by the engines.
+
+    Attributes
+    ----------
+    working_memory : float
+        Budget in MiB for the temporary blocks of one smoothing call (score
+        blocks, neighbour lists). Inputs and outputs are not counted.
+    key_block : int
+        Preferred number of keys per block in the streamed engine.
+    query_block : int
+        Preferred number of queries per block in the streamed engine.
+    """
+
+    working_memory: float = 256.0
+    key_block: int = 8192
+    query_block: int = 1024
+
+
+def _default() -> Config:
+    raw = os.environ.get(_ENV_MEMORY)
+    if raw is None:
+        return Config()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise NadarayaError(
+            f"environment variable {_ENV_MEMORY} must be a number of MiB; got {raw!r}. "
+            f"Set it to e.g. 256 or unset it."
+        ) from None
+    return _checked(Config(working_memory=value))
+
+
+def _checked(config: Config) -> Config:
+    if not config.working_memory > 0:
+        raise NadarayaError(
+            f"working_memory must be a positive number of MiB; got {config.working_memory!r}. "
+            "Pass e.g. config_context(working_memory=256)."
+        )
+    for name in ("key_block", "query_block"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or value < 1:
+            raise NadarayaError(f"{name} must be a positive integer; got {value!r}.")
+    return config
+
+
+_local = threading.local()
+
+
+def get_config() -> Config:
+    """Return the configuration in force in this thread."""
+    config = getattr(_local, "config", None)
+    if config is None:
+        config = _default()
+        _local.config = config
+    return config
+
+
+def set_config(**changes: Any) -> None:
+    """Change the configuration of this thread (see :class:`Config` for the keys)."""
+    _local.config = _checked(replace(get_config(), **_known(changes)))
+
+
+def _known(changes: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(changes) - set(Config.__dataclass_fields__)
+    if unknown:
+        raise NadarayaError(
+            f"unknown configuration key(s) {sorted(unknown)}; "
+            f"known keys are {sorted(Config.__dataclass_fields__)}."
+        )
+    return changes
+
+
+@contextlib.contextmanager
+def config_context(**changes: Any) -> Iterator[Config]:
+    """Temporarily change the configuration.
+
+    Parameters
+    ----------
+    **changes
+        ``working_memory`` (MiB), ``key_block``, ``query_block``.
+
+    Examples
+    --------
+    >>> import nadaraya
+    >>> with nadaraya.config_context(working_memory=32) as cfg:
+    ...     cfg.working_memory
+    32
+    """
+    old = get_config()
+    new = _checked(replace(old, **_known(changes)))
+    _local.config = new
+    try:
+        yield new
+    finally:
+        _local.config = old
+
+
+def block_elements(itemsize: int, buffers: int = 2) -> int:
+    """Number of score elements one block may hold within the budget."""
+    budget = get_config().working_memory * 2**20
+    return max(1, int(budget // (itemsize * buffers)))

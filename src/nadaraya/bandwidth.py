@@ -1,0 +1,94 @@
+"""Rule-of-thumb bandwidths (Scott, Silverman) and bandwidth checking.
+
+Data-driven selection (cross-validation, GCV, AICc) lives with the
+estimators; these rules need only the keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._errors import NadarayaError
+
+__all__ = ["resolve_bandwidth", "scott", "silverman"]
+
+
+def _spread(keys: torch.Tensor, robust: bool) -> torch.Tensor:
+    x = keys.detach().to(torch.float64)
+    n = x.shape[0]
+    sd = x.std(dim=0, correction=1) if n > 1 else torch.zeros(x.shape[1], dtype=x.dtype)
+    if robust and n > 1:
+        q = torch.quantile(x, torch.tensor([0.25, 0.75], dtype=x.dtype), dim=0)
+        iqr = (q[1] - q[0]) / 1.349
+        sd = torch.where(iqr > 0, torch.minimum(sd, iqr), sd)
+    if bool((sd <= 0).any()):
+        cols = torch.nonzero(sd <= 0).flatten().tolist()
+        raise NadarayaError(
+            f"a rule-of-thumb bandwidth needs spread in every feature; feature(s) {cols} of "
+            "keys are constant. Give bandwidth as a number instead."
+        )
+    return sd
+
+
+def scott(keys: torch.Tensor) -> torch.Tensor:
+    """Scott's rule per feature: ``sigma * n^(-1 / (d + 4))``.
+
+    Parameters
+    ----------
+    keys : torch.Tensor of shape (n, d)
+
+    Returns
+    -------
+    torch.Tensor of shape (d,)
+    """
+    n, d = keys.shape
+    return _spread(keys, robust=False) * n ** (-1.0 / (d + 4))
+
+
+def silverman(keys: torch.Tensor) -> torch.Tensor:
+    """Silverman's rule per feature: ``(4 / (d + 2))^(1/(d+4)) * s * n^(-1/(d+4))``.
+
+    ``s`` is the smaller of the standard deviation and IQR / 1.349, which
+    resists outliers (for d = 1 this is ``1.06 s n^(-1/5)``).
+
+    Parameters
+    ----------
+    keys : torch.Tensor of shape (n, d)
+
+    Returns
+    -------
+    torch.Tensor of shape (d,)
+    """
+    n, d = keys.shape
+    return (4.0 / (d + 2)) ** (1.0 / (d + 4)) * _spread(keys, robust=True) * n ** (-1.0 / (d + 4))
+
+
+_RULES = {"scott": scott, "silverman": silverman}
+
+
+def resolve_bandwidth(bandwidth: Any, keys: torch.Tensor, kernel: Any) -> Any:
+    """Turn a rule name into numbers and check numbers; pass None through."""
+    if bandwidth is None or isinstance(bandwidth, torch.Tensor):
+        return bandwidth
+    if isinstance(bandwidth, str):
+        try:
+            rule = _RULES[bandwidth.lower()]
+        except KeyError:
+            raise NadarayaError(
+                f"bandwidth {bandwidth!r} is not a known rule; use a positive number, one per "
+                f"feature, or one of {sorted(_RULES)}."
+            ) from None
+        return rule(keys).to(keys.dtype)
+    arr = np.asarray(bandwidth, dtype=float) if not np.iscomplexobj(bandwidth) else None
+    if arr is None or not np.all(np.isfinite(arr)):
+        raise NadarayaError(
+            f"bandwidth must be finite and > 0; got {bandwidth!r}. Pass e.g. bandwidth=0.3."
+        )
+    if arr.ndim < 2 and not np.all(arr > 0):
+        raise NadarayaError(
+            f"bandwidth must be > 0; got {bandwidth!r}. Pass e.g. bandwidth=0.3."
+        )
+    return arr if arr.ndim else float(arr)

@@ -1,0 +1,13 @@
+"""The engine: one operator, several ways to compute it.
+
+``smooth(queries, keys, values, kernel, mask)`` dispatches to the dense,
+streamed, neighbors or fused engine; ``explain`` says which and why.
+"""
+
+from __future__ import annotations
+
+from ._api import explain, smooth, weights
+from ._dispatch import ENGINES, Explanation
+from ._state import SmoothState
+
+__all__ = ["ENGINES", "Explanation", "SmoothState", "explain", "smooth", "weights"]

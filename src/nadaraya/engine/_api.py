@@ -1,0 +1,257 @@
+"""The public operator: ``smooth``, ``weights`` and ``explain``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .._config import get_config
+from .._errors import NadarayaError
+from .._validation import as_tensor, check_finite, compute_dtype, kind_of, to_caller
+from ..bandwidth import resolve_bandwidth
+from ..kernels import Kernel, get_kernel
+from ..masks import Mask, Problem, get_mask
+from ._dense import dense_weights
+from ._dispatch import Explanation, choose
+from ._empty import _nearest, apply_empty_policy, check_policy
+from ._job import Job
+
+__all__ = ["explain", "smooth", "weights"]
+
+
+def _points(x: Any, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    t = as_tensor(x, name, dtype=dtype, device=device)
+    if t.ndim == 1:
+        t = t[:, None]
+    if t.shape[0] == 0:
+        raise NadarayaError(f"{name} is empty (shape {tuple(t.shape)}); give at least one row.")
+    check_finite(t, name)
+    return t
+
+
+def _dtype_device(*arrays: Any) -> tuple[torch.dtype, torch.device]:
+    dtypes, devices = [], set()
+    for a in arrays:
+        if a is None:
+            continue
+        if isinstance(a, torch.Tensor):
+            dtypes.append(compute_dtype(a.dtype))
+            devices.add(a.device)
+        else:
+            dtypes.append(compute_dtype(getattr(a, "dtype", None) or float))
+    if len(devices) > 1:
+        raise NadarayaError(
+            f"queries, keys and values must be on one device; got {sorted(map(str, devices))}. "
+            "Move them with .to(device)."
+        )
+    dtype = torch.float64 if torch.float64 in dtypes else torch.float32
+    if not any(isinstance(a, torch.Tensor) for a in arrays) and torch.float32 not in dtypes:
+        dtype = torch.float64
+    return dtype, (devices.pop() if devices else torch.device("cpu"))
+
+
+def build_job(queries: Any, keys: Any, values: Any | None, kernel: Any, mask: Any,
+              bandwidth: Any) -> tuple[Job, bool]:
+    """Validate inputs and bind kernel and mask; returns the job and whether values were 1-D."""
+    dtype, device = _dtype_device(queries, keys, values)
+    q = _points(queries, "queries", dtype, device)
+    k = _points(keys, "keys", dtype, device)
+    if q.shape[1] != k.shape[1]:
+        raise NadarayaError(
+            f"queries have {q.shape[1]} feature(s) but keys have {k.shape[1]}; "
+            "both must have the same number of columns."
+        )
+    squeeze = False
+    if values is None:
+        v = torch.zeros(k.shape[0], 0, dtype=dtype, device=device)
+    else:
+        v = as_tensor(values, "values", dtype=dtype, device=device)
+        squeeze = v.ndim == 1
+        if squeeze:
+            v = v[:, None]
+        if v.shape[0] != k.shape[0]:
+            raise NadarayaError(
+                f"values have {v.shape[0]} row(s) but keys have {k.shape[0]}; "
+                "give one value row per key."
+            )
+        check_finite(v, "values")
+    kern = get_kernel(kernel, resolve_bandwidth(bandwidth, k, kernel))
+    try:
+        bound_kernel = kern.bind(q, k)
+    except NadarayaError:
+        raise
+    m = get_mask(mask)
+    bound_mask = None
+    if m is not None:
+        bound_mask = m.bind(Problem(q.shape[0], k.shape[0], q, k))
+    return Job(bound_kernel, bound_mask, v, q, k), squeeze
+
+
+def smooth(
+    queries: Any,
+    keys: Any,
+    values: Any,
+    kernel: str | Kernel | Any = "gaussian",
+    mask: Mask | Any = None,
+    *,
+    bandwidth: Any = None,
+    engine: str = "auto",
+    return_lse: bool = False,
+    empty: str = "raise",
+) -> Any:
+    """Kernel-weighted mean of the values of the visible keys, for each query.
+
+    ``out(q) = sum_{j in M(q)} K(q, k_j) v_j / sum_{j in M(q)} K(q, k_j)``
+
+    Nadaraya-Watson regression, attention, the bilateral filter and
+    non-local means are all this one call with a different kernel and mask.
+
+    Parameters
+    ----------
+    queries : array-like or torch.Tensor of shape (m, d) or (m,)
+        Points to predict at (1-D means one feature).
+    keys : array-like or torch.Tensor of shape (n, d) or (n,)
+        Points with known values.
+    values : array-like or torch.Tensor of shape (n, p) or (n,)
+        Values at the keys.
+    kernel : str, Kernel or callable, default "gaussian"
+        ``"gaussian"``, ``"laplacian"``, ``"epanechnikov"``, ``"tricube"``,
+        ``"uniform"``, ``"cauchy"``, ``"softmax"``; a :class:`~nadaraya.kernels.Kernel`
+        (products ``k1 * k2`` included); or ``fn(q_block, k_block) -> log K``.
+    mask : Mask, bool matrix, sparse matrix, callable or str, optional
+        The visible set of each query (see :mod:`nadaraya.masks`).
+    bandwidth : float, array, str, optional
+        For a named radial kernel: a scalar, one value per feature, a metric
+        matrix ``L``, or ``"scott"`` / ``"silverman"``. Default 1.0.
+    engine : {"auto", "dense", "streamed", "neighbors", "fused"}
+        ``"auto"`` picks one; :func:`explain` says which and why.
+    return_lse : bool, default False
+        Also return ``log sum_j K(q, k_j)`` per query, so partial results merge.
+    empty : {"raise", "nan", "nearest"}, default "raise"
+        Policy for a query whose visible keys carry no weight.
+
+    Returns
+    -------
+    out : ndarray or torch.Tensor of shape (m, p), or (m,) for 1-D values
+        Same kind (and device) as the inputs.
+    lse : ndarray or torch.Tensor of shape (m,)
+        Only with ``return_lse=True``.
+
+    Examples
+    --------
+    >>> import numpy as np, nadaraya
+    >>> x = np.linspace(0, 6, 50); y = 2 * np.sin(x)
+    >>> fit = nadaraya.smooth(x, x, y, "gaussian", bandwidth=0.3)
+    >>> fit.shape
+    (50,)
+    """
+    check_policy(empty)
+    job, squeeze = build_job(queries, keys, values, kernel, mask, bandwidth)
+    chosen, _ = choose(job, engine)
+    state = chosen.run(job)
+    out = apply_empty_policy(job, state, empty)
+    kind = kind_of(values)
+    result = to_caller(out[:, 0] if squeeze else out, kind)
+    if return_lse:
+        return result, to_caller(state.lse, kind)
+    return result
+
+
+def explain(
+    queries: Any,
+    keys: Any,
+    values: Any = None,
+    kernel: str | Kernel | Any = "gaussian",
+    mask: Mask | Any = None,
+    *,
+    bandwidth: Any = None,
+    engine: str = "auto",
+) -> Explanation:
+    """Say which engine :func:`smooth` would use for these inputs, and why.
+
+    Parameters are those of :func:`smooth`; nothing is computed beyond binding.
+
+    Returns
+    -------
+    Explanation
+        ``.engine`` is the chosen engine; ``.reasons`` says, for each engine,
+        why it was or was not chosen; ``str()`` prints both.
+
+    Examples
+    --------
+    >>> import numpy as np, nadaraya
+    >>> x = np.linspace(0, 1, 10)
+    >>> nadaraya.explain(x, x, x, bandwidth=0.1).engine
+    'streamed'
+    """
+    job, _ = build_job(queries, keys, values, kernel, mask, bandwidth)
+    return choose(job, engine)[1]
+
+
+def weights(
+    queries: Any,
+    keys: Any,
+    kernel: str | Kernel | Any = "gaussian",
+    mask: Mask | Any = None,
+    *,
+    bandwidth: Any = None,
+    empty: str = "raise",
+) -> Any:
+    """Rows of the smoother matrix: ``W[i, j]`` is key ``j``'s weight for query ``i``.
+
+    For plots and small problems: it is an ``(m, n)`` array, so it is refused
+    beyond the working-memory budget (raise it with
+    ``nadaraya.config_context(working_memory=...)``).
+
+    Parameters
+    ----------
+    queries, keys, kernel, mask, bandwidth, empty
+        As in :func:`smooth`.
+
+    Returns
+    -------
+    ndarray or torch.Tensor of shape (m, n)
+        Each row is non-negative and sums to one.
+
+    Examples
+    --------
+    >>> import numpy as np, nadaraya
+    >>> x = np.linspace(0, 1, 5)
+    >>> W = nadaraya.weights(x, x, bandwidth=0.2)
+    >>> np.allclose(W.sum(1), 1)
+    True
+    """
+    check_policy(empty)
+    job, _ = build_job(queries, keys, None, kernel, mask, bandwidth)
+    need = job.m * job.n * job.dtype.itemsize / 2**20
+    budget = get_config().working_memory
+    if need > budget:
+        raise NadarayaError(
+            f"weights would need an ({job.m}, {job.n}) array, {need:.0f} MiB, over the "
+            f"working-memory budget of {budget:.0f} MiB. Raise it with "
+            f"nadaraya.config_context(working_memory={int(need) + 1}) or the "
+            "NADARAYA_WORKING_MEMORY environment variable, or ask for fewer queries; "
+            "use nadaraya.smooth for the smoothed values themselves."
+        )
+    w, lse = dense_weights(job, slice(0, job.m))
+    rows = torch.nonzero(torch.isinf(lse)).flatten()
+    if rows.numel():
+        if empty == "raise":
+            from ._empty import _describe
+
+            raise NadarayaError(
+                f"{_describe(rows, job.m)} see no key with positive weight. Widen the "
+                "bandwidth, relax the mask, or pass empty='nan' or empty='nearest'."
+            )
+        if empty == "nan":
+            w[rows] = torch.nan
+        else:
+            eye = torch.eye(job.n, dtype=job.dtype, device=job.device)
+            job.values = eye
+            near, lost = _nearest(job, rows)
+            if lost.numel():
+                raise NadarayaError("empty='nearest': the mask hides every key from "
+                                    f"{lost.numel()} queries; relax it or pass empty='nan'.")
+            w[rows] = near
+    return to_caller(w, kind_of(queries))

@@ -1,0 +1,114 @@
+"""Choosing an engine, and saying why.
+
+Every engine answers two questions about a job: ``refuse(job)`` (a reason it
+cannot run it, or None) and ``cost(job)`` (a rough operation count). The
+automatic choice takes engines in order of preference and keeps the first
+that accepts; :class:`Explanation` records the verdict on every engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .._errors import NadarayaError
+from ._job import Job
+from ._state import SmoothState
+
+__all__ = ["ENGINES", "Engine", "Explanation", "choose", "get_engine"]
+
+
+class Engine(Protocol):
+    """What the dispatcher needs from an engine."""
+
+    name: str
+
+    def refuse(self, job: Job) -> str | None: ...
+
+    def cost(self, job: Job) -> float: ...
+
+    def run(self, job: Job) -> SmoothState: ...
+
+
+def _engines() -> dict[str, Engine]:
+    from ._dense import DenseEngine
+    from ._fused import FusedEngine
+    from ._neighbors import NeighborsEngine
+    from ._streamed import StreamedEngine
+
+    return {e.name: e for e in (NeighborsEngine(), FusedEngine(), StreamedEngine(),
+                                DenseEngine())}
+
+
+ENGINES = ("neighbors", "fused", "streamed", "dense")
+
+
+@dataclass
+class Explanation:
+    """Which engine runs a job and why each other engine does not.
+
+    Attributes
+    ----------
+    engine : str
+        The chosen engine's name.
+    reasons : dict of str to str
+        For every engine, why it was or was not chosen.
+    detail : dict
+        Facts about the job the choice rested on (sizes, dtype, device, kernel, mask).
+    """
+
+    engine: str
+    reasons: dict[str, str] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        facts = ", ".join(f"{k}={v}" for k, v in self.detail.items())
+        lines = [f"engine: {self.engine}  ({facts})"]
+        lines += [f"  {name:<10} {why}" for name, why in self.reasons.items()]
+        return "\n".join(lines)
+
+
+def get_engine(name: str) -> Engine:
+    engines = _engines()
+    try:
+        return engines[name]
+    except KeyError:
+        raise NadarayaError(
+            f"engine {name!r} is not known; use 'auto' or one of {', '.join(ENGINES)}."
+        ) from None
+
+
+def choose(job: Job, requested: str = "auto") -> tuple[Engine, Explanation]:
+    """Pick the engine for ``job`` (or check the requested one) and explain."""
+    engines = _engines()
+    detail = {
+        "m": job.m, "n": job.n, "p": job.p, "dtype": str(job.dtype).replace("torch.", ""),
+        "device": str(job.device), "kernel": repr(job.kernel.kernel),
+        "mask": repr(job.mask.mask) if job.mask is not None else None,
+    }
+    refusals = {name: engine.refuse(job) for name, engine in engines.items()}
+    if requested != "auto":
+        engine = get_engine(requested)
+        why = refusals[engine.name]
+        if why is not None:
+            raise NadarayaError(
+                f"engine={requested!r} cannot run this problem: {why}. "
+                "Use engine='auto' or see nadaraya.explain(...) for the engines that can."
+            )
+        reasons = {
+            name: ("chosen: requested by the caller" if name == requested else
+                   f"not requested (engine={requested!r})" if refusals[name] is None else
+                   f"cannot run: {refusals[name]}")
+            for name in engines
+        }
+        return engine, Explanation(requested, reasons, detail)
+    chosen = next(name for name in ENGINES if refusals[name] is None)
+    reasons = {}
+    for name in ENGINES:
+        if name == chosen:
+            reasons[name] = "chosen: first engine in order of preference that can run it"
+        elif refusals[name] is not None:
+            reasons[name] = f"cannot run: {refusals[name]}"
+        else:
+            reasons[name] = f"could run, but {chosen!r} is preferred for this problem"
+    return engines[chosen], Explanation(chosen, reasons, detail)

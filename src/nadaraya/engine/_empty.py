@@ -1,0 +1,82 @@
+"""What to do for a query whose visible keys carry no weight."""
+
+from __future__ import annotations
+
+import torch
+
+from .._errors import NadarayaError
+from ._job import Job
+from ._state import SmoothState
+
+__all__ = ["EMPTY_POLICIES", "apply_empty_policy"]
+
+EMPTY_POLICIES = ("raise", "nan", "nearest")
+
+
+def _describe(rows: torch.Tensor, m: int) -> str:
+    shown = ", ".join(str(int(i)) for i in rows[:10])
+    more = "" if rows.numel() <= 10 else f", ... ({rows.numel() - 10} more)"
+    return f"{rows.numel()} of {m} queries (indices {shown}{more})"
+
+
+def check_policy(empty: str) -> None:
+    if empty not in EMPTY_POLICIES:
+        raise NadarayaError(
+            f"empty must be one of {', '.join(map(repr, EMPTY_POLICIES))}; got {empty!r}."
+        )
+
+
+def apply_empty_policy(job: Job, state: SmoothState, empty: str) -> torch.Tensor:
+    """Smoothed values ``(m, p)`` with the empty rows handled by ``empty``.
+
+    ``"raise"`` raises :class:`NadarayaError` naming the queries; ``"nan"``
+    leaves NaN there; ``"nearest"`` gives the value of the nearest visible key
+    (the mean of the tied ones): the limit of the kernel as its bandwidth
+    goes to zero.
+    """
+    out = state.mean()
+    rows = torch.nonzero(state.empty_rows).flatten()
+    if rows.numel() == 0:
+        return out
+    if empty == "raise":
+        raise NadarayaError(
+            f"{_describe(rows, job.m)} see no key with positive weight: every visible key "
+            "is masked or outside the kernel's support. Widen the bandwidth, relax the mask, "
+            "or pass empty='nan' (NaN there) or empty='nearest' (the nearest visible key)."
+        )
+    if empty == "nan":
+        return out
+    values, lost = _nearest(job, rows)
+    if lost.numel():
+        raise NadarayaError(
+            f"empty='nearest' cannot help {_describe(lost, job.m)}: the mask hides every key "
+            "from them. Relax the mask or pass empty='nan'."
+        )
+    out = out.clone()
+    out[rows] = values
+    return out
+
+
+def _nearest(job: Job, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean value of the nearest visible keys of ``rows``; and rows with none visible."""
+    best = torch.full((rows.numel(),), -torch.inf, dtype=job.dtype, device=job.device)
+    step = 4096
+    # first pass: the best rank; second pass: average the keys at that rank
+    for phase in ("best", "mean"):
+        acc = torch.zeros(rows.numel(), job.p, dtype=job.dtype, device=job.device)
+        count = torch.zeros(rows.numel(), dtype=job.dtype, device=job.device)
+        for start in range(0, job.n, step):
+            cols = slice(start, min(start + step, job.n))
+            r = job.kernel.rank(rows, cols)
+            if job.mask is not None:
+                index = torch.arange(cols.start, cols.stop, device=job.device)
+                visible = job.mask.pairs(rows, index.expand(rows.numel(), -1))
+                r = r.masked_fill(~visible, -torch.inf)
+            if phase == "best":
+                best = torch.maximum(best, r.max(dim=1).values)
+            else:
+                hit = ((r == best[:, None]) & torch.isfinite(r)).to(job.dtype)
+                acc += hit @ job.values[cols]
+                count += hit.sum(1)
+    lost = rows[count == 0]
+    return acc / count.clamp(min=1)[:, None], lost

@@ -1,0 +1,178 @@
+"""The streamed engine: key blocks folded into the online log-sum-exp state.
+
+Two passes share one loop shape:
+
+* bounded pass, for kernels that know an upper bound ``c(q)`` of their scores
+  (every radial kernel: 0; the exp-dot kernel: Cauchy-Schwarz). Weights are
+  ``exp(s - c)`` with no running maximum: a score block, a clamp, an ``exp``
+  and one matrix product with ``[values, 1]`` per block. Rows whose total is
+  too small for that offset to be exact are redone by the exact pass.
+* exact pass: the running-maximum (flash-attention) update, for kernels with
+  no bound and for the rows the bounded pass hands over.
+
+Scores below the exponent floor are clamped there: they weigh less than
+``exp(floor)`` relative to the offset, which the row test proves negligible,
+and it keeps ``exp`` off the CPU's slow subnormal path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._config import block_elements, get_config
+from ..masks import Visibility
+from ._job import Job, exp_floor
+from ._state import SmoothState
+
+__all__ = ["StreamedEngine", "dot_form_tolerance"]
+
+
+def dot_form_tolerance(dtype: torch.dtype) -> float:
+    """Largest score error accepted from the dot-product form of a kernel."""
+    return 2.0**-40 if dtype == torch.float64 else 2.0**-17
+
+
+class _Scorer:
+    """Produces score blocks, through the kernel's dot form when it is exact enough."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.dot = None
+        if job.kernel.q.shape[1] > 4:
+            form = job.kernel.dot_form()
+            if form is not None and job.kernel.dot_error() <= dot_form_tolerance(job.dtype):
+                self.dot = form
+
+    @property
+    def method(self) -> str:
+        return "matrix product of the kernel's dot form" if self.dot else "direct differences"
+
+    def __call__(self, rows: slice | torch.Tensor, cols: slice) -> torch.Tensor:
+        if self.dot is not None:
+            qa, ka = self.dot
+            return qa[rows] @ ka[cols].T
+        return self.job.kernel.score(rows, cols)
+
+
+def _visible(job: Job, rows: slice | torch.Tensor, cols: slice) -> torch.Tensor | None:
+    """Visibility of a block; None when fully visible."""
+    mask = job.mask
+    if mask is None:
+        return None
+    if isinstance(rows, slice):
+        return mask.block(rows, cols)
+    index = torch.arange(cols.start, cols.stop, device=job.device).expand(rows.shape[0], -1)
+    return mask.pairs(rows, index)
+
+
+def _status(job: Job, rows: slice | torch.Tensor, cols: slice) -> Visibility:
+    if job.mask is None:
+        return Visibility.FULL
+    if isinstance(rows, slice):
+        return job.mask.status(rows, cols)
+    return Visibility.PARTIAL
+
+
+class StreamedEngine:
+    """Exact smoothing in bounded memory for any kernel and any mask."""
+
+    name = "streamed"
+
+    def refuse(self, job: Job) -> str | None:
+        if job.requires_grad:
+            return "inputs require grad and this engine updates blocks in place"
+        return None
+
+    def cost(self, job: Job) -> float:
+        return 1.0 * job.m * job.n * (job.p + 4)
+
+    def _blocks(self, job: Job) -> tuple[int, int]:
+        config = get_config()
+        budget = block_elements(job.dtype.itemsize, buffers=3)
+        nb = max(1, min(config.key_block, job.n, budget))
+        mb = max(1, min(config.query_block, job.m, budget // nb))
+        return mb, nb
+
+    def run(self, job: Job) -> SmoothState:
+        scorer = _Scorer(job)
+        mb, nb = self._blocks(job)
+        ones = torch.ones(job.n, 1, dtype=job.dtype, device=job.device)
+        vaug = torch.cat([job.values, ones], dim=1)
+        parts = []
+        for start in range(0, job.m, mb):
+            rows = slice(start, min(start + mb, job.m))
+            bound = job.kernel.upper_bound(rows)
+            if bound is None:
+                parts.append(self._exact(job, scorer, rows, nb, vaug))
+                continue
+            state = self._bounded(job, scorer, rows, bound, nb, vaug)
+            weak = self._too_small(job, state)
+            if bool(weak.any()):
+                idx = torch.nonzero(weak).flatten()
+                redo = self._exact(job, scorer, idx + start, nb, vaug)
+                state.offset[idx], state.total[idx], state.acc[idx] = (
+                    redo.offset, redo.total, redo.acc)
+            parts.append(state)
+        if not parts:
+            return SmoothState.empty(0, job.p, dtype=job.dtype, device=job.device)
+        return SmoothState(*(torch.cat(x) for x in zip(
+            *((s.offset, s.total, s.acc) for s in parts), strict=True)))
+
+    @staticmethod
+    def _too_small(job: Job, state: SmoothState) -> torch.Tensor:
+        # Clamped scores each add at most exp(floor); ask that together they
+        # stay below eps * e^-5 of the total.
+        floor = exp_floor(job.dtype)
+        eps = torch.finfo(job.dtype).eps
+        limit = math.exp(floor + math.log(max(job.n, 1)) - math.log(eps) + 5.0)
+        return ~(state.total > limit)
+
+    def _bounded(self, job: Job, scorer: _Scorer, rows: slice, bound: torch.Tensor,
+                 nb: int, vaug: torch.Tensor) -> SmoothState:
+        floor = exp_floor(job.dtype)
+        acc = torch.zeros(rows.stop - rows.start, job.p + 1, dtype=job.dtype, device=job.device)
+        shift = bound[:, None]
+        zero_shift = bool((bound == 0).all())
+        for cstart in range(0, job.n, nb):
+            cols = slice(cstart, min(cstart + nb, job.n))
+            status = _status(job, rows, cols)
+            if status is Visibility.EMPTY:
+                continue
+            s = scorer(rows, cols)
+            if not zero_shift:
+                s.sub_(shift)
+            s.clamp_(min=floor).exp_()
+            if status is Visibility.PARTIAL:
+                visible = _visible(job, rows, cols)
+                s.masked_fill_(~visible, 0.0)
+            acc.addmm_(s, vaug[cols])
+        return SmoothState(bound.clone(), acc[:, -1].contiguous(), acc[:, :-1])
+
+    def _exact(self, job: Job, scorer: _Scorer, rows: slice | torch.Tensor, nb: int,
+               vaug: torch.Tensor) -> SmoothState:
+        floor = exp_floor(job.dtype)
+        size = rows.stop - rows.start if isinstance(rows, slice) else rows.shape[0]
+        top = torch.full((size,), -torch.inf, dtype=job.dtype, device=job.device)
+        acc = torch.zeros(size, job.p + 1, dtype=job.dtype, device=job.device)
+        for cstart in range(0, job.n, nb):
+            cols = slice(cstart, min(cstart + nb, job.n))
+            status = _status(job, rows, cols)
+            if status is Visibility.EMPTY:
+                continue
+            s = scorer(rows, cols)
+            visible = _visible(job, rows, cols) if status is Visibility.PARTIAL else None
+            if visible is not None:
+                s.masked_fill_(~visible, -torch.inf)
+            new_top = torch.maximum(top, s.max(dim=1).values)
+            safe = torch.where(torch.isinf(new_top), torch.zeros_like(new_top), new_top)
+            acc.mul_(torch.exp(top - safe)[:, None])
+            s.sub_(safe[:, None]).clamp_(min=floor).exp_()
+            if visible is not None:
+                s.masked_fill_(~visible, 0.0)
+            acc.addmm_(s, vaug[cols])
+            top = new_top
+        # Rows whose every visible score is -inf carry only clamped dust: empty.
+        acc[torch.isinf(top)] = 0.0
+        return SmoothState(top, acc[:, -1].contiguous(), acc[:, :-1])

@@ -1,0 +1,96 @@
+"""Kernels, written as scores ``s(q, k) = log K(q, k)``.
+
+Accepted by name in :func:`nadaraya.smooth`: ``"gaussian"``, ``"laplacian"``,
+``"epanechnikov"``, ``"tricube"``, ``"uniform"``, ``"cauchy"``, ``"softmax"``.
+Kernels on different feature columns multiply into one kernel (``k1 * k2``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._errors import NadarayaError
+from ._base import BoundKernel, Kernel, ProductKernel, SumKernel
+from .custom import CallableKernel
+from .dot import ExpDot
+from .radial import Cauchy, Epanechnikov, Gaussian, Laplacian, RadialKernel, Tricube, Uniform
+
+__all__ = [
+    "BoundKernel",
+    "CallableKernel",
+    "Cauchy",
+    "Epanechnikov",
+    "ExpDot",
+    "Gaussian",
+    "Kernel",
+    "Laplacian",
+    "ProductKernel",
+    "RadialKernel",
+    "SumKernel",
+    "Tricube",
+    "Uniform",
+    "get_kernel",
+]
+
+RADIAL: dict[str, type[RadialKernel]] = {
+    "gaussian": Gaussian,
+    "laplacian": Laplacian,
+    "epanechnikov": Epanechnikov,
+    "tricube": Tricube,
+    "uniform": Uniform,
+    "cauchy": Cauchy,
+}
+NAMES = (*RADIAL, "softmax")
+
+
+def get_kernel(kernel: str | Kernel | Callable[..., Any], bandwidth: Any = None) -> Kernel:
+    """Turn a name, kernel object or score function into a :class:`Kernel`.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or callable
+        A name from ``NAMES``, a kernel object, or ``fn(q, k) -> log K``.
+    bandwidth : float, array or torch.Tensor, optional
+        For a named radial kernel: the bandwidth (a scalar, one per feature)
+        or, given as a 2-D matrix, the metric ``L``. Must be None for a kernel
+        object (which carries its own) and for ``"softmax"``.
+
+    Returns
+    -------
+    Kernel
+    """
+    if isinstance(kernel, Kernel):
+        if bandwidth is not None:
+            raise NadarayaError(
+                "bandwidth was given together with a kernel object; the object carries its "
+                "own bandwidth. Build it with the bandwidth, e.g. Gaussian(0.3)."
+            )
+        return kernel
+    if isinstance(kernel, str):
+        name = kernel.lower()
+        if name in RADIAL:
+            if bandwidth is None:
+                bandwidth = 1.0
+            if hasattr(bandwidth, "ndim") and bandwidth.ndim == 2:
+                return RADIAL[name](None, metric=bandwidth)
+            return RADIAL[name](bandwidth)
+        if name in ("softmax", "exp-dot", "expdot"):
+            if bandwidth is not None:
+                raise NadarayaError(
+                    "the softmax kernel takes no bandwidth; pass ExpDot(scale=...) to set "
+                    "its scale (1/sqrt(d) by default)."
+                )
+            return ExpDot()
+        raise NadarayaError(
+            f"kernel {kernel!r} is not known; use one of {', '.join(NAMES)}, "
+            "a nadaraya.kernels.Kernel, or a function fn(q, k) -> log-weights."
+        )
+    if callable(kernel):
+        if bandwidth is not None:
+            raise NadarayaError("bandwidth cannot be used with a kernel function; "
+                                "scale the inputs inside the function instead.")
+        return CallableKernel(kernel)
+    raise NadarayaError(
+        f"kernel must be a name, a Kernel or a callable; got {type(kernel).__name__}."
+    )

@@ -1,0 +1,242 @@
+"""Radial kernels: a profile of the scaled distance ``r = ||L (q - k)||``.
+
+The bandwidth ``h`` is a scalar (``L = I / h``), a per-feature vector
+(``L = diag(1 / h)``) or, through ``metric=``, a full matrix ``L``. The
+Gaussian is ``exp(-r^2 / 2)``, so a scalar ``h`` is its standard deviation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._errors import NadarayaError
+from ._base import BoundKernel, Kernel
+
+__all__ = [
+    "Cauchy",
+    "Epanechnikov",
+    "Gaussian",
+    "Laplacian",
+    "RadialKernel",
+    "Tricube",
+    "Uniform",
+]
+
+# Above this many features the squared distance of a block is formed with a
+# matrix product; below it, feature by feature (exact and as fast).
+_DIRECT_MAX_FEATURES = 4
+
+
+def _as_param(value: Any, name: str) -> torch.Tensor:
+    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value, float))
+    if t.is_complex() or not bool(torch.isfinite(t).all()):
+        raise NadarayaError(f"{name} must be finite real numbers; got {value!r}.")
+    return t
+
+
+class RadialKernel(Kernel):
+    """A kernel ``K = f(r)`` of the scaled distance ``r``.
+
+    Parameters
+    ----------
+    bandwidth : float, array of shape (n_features,), or torch.Tensor, default 1.0
+        Scale of each feature: ``r = ||(q - k) / h||``. A tensor that requires
+        grad trains with the rest of a torch model.
+    metric : array of shape (n_out, n_features), optional
+        A full linear map ``L``: ``r = ||L (q - k)||``. Give either
+        ``bandwidth`` or ``metric``, not both.
+    """
+
+    def __init__(self, bandwidth: Any = 1.0, *, metric: Any = None) -> None:
+        if metric is not None and bandwidth not in (None, 1.0):
+            raise NadarayaError(
+                "give either bandwidth or metric, not both; "
+                "fold the bandwidth into the metric (metric / h)."
+            )
+        self.bandwidth = None if metric is not None else bandwidth
+        self.metric = metric
+        if self.metric is None:
+            h = _as_param(1.0 if bandwidth is None else bandwidth, "bandwidth")
+            if h.ndim > 1:
+                raise NadarayaError(
+                    f"bandwidth must be a number or a vector of one value per feature; "
+                    f"got shape {tuple(h.shape)}. For a full matrix pass metric=L."
+                )
+            if not bool((h > 0).all()):
+                raise NadarayaError(
+                    f"bandwidth must be > 0; got {bandwidth!r}. "
+                    "Pass a positive number (or one per feature)."
+                )
+        else:
+            L = _as_param(metric, "metric")
+            if L.ndim != 2:
+                raise NadarayaError(
+                    f"metric must be a 2-D matrix L (r = ||L (q - k)||); got shape {tuple(L.shape)}."
+                )
+
+    # -- profile -----------------------------------------------------------
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        """Log-weight as a function of the squared scaled distance ``r^2``."""
+        raise NotImplementedError
+
+    # -- coordinates ---------------------------------------------------------
+    def _check(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        d = q.shape[1]
+        if self.metric is not None:
+            L = _as_param(self.metric, "metric")
+            if L.shape[1] != d:
+                raise NadarayaError(
+                    f"metric must have one column per feature ({d}); got shape {tuple(L.shape)}."
+                )
+        else:
+            h = _as_param(self.bandwidth, "bandwidth")
+            if h.ndim == 1 and h.shape[0] not in (1, d):
+                raise NadarayaError(
+                    f"bandwidth vector must have one value per feature ({d}); "
+                    f"got {h.shape[0]} values."
+                )
+
+    def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # Centre on the keys' mean: distances do not change, rounding shrinks.
+        centre = k.detach().mean(dim=0) if k.shape[0] else 0.0
+        q, k = q - centre, k - centre
+        if self.metric is not None:
+            L = _as_param(self.metric, "metric").to(q)
+            return q @ L.T, k @ L.T
+        h = _as_param(self.bandwidth, "bandwidth").to(q)
+        return q / h, k / h
+
+    def _sqdist(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Squared distances ``(mb, nb)`` of prepared points, formed exactly."""
+        e = q.shape[1]
+        if e == 0:
+            return q.new_zeros(q.shape[0], k.shape[0])
+        if e <= _DIRECT_MAX_FEATURES:
+            out = torch.sub(q[:, None, 0], k[None, :, 0]).square_()
+            for f in range(1, e):
+                out.add_(torch.sub(q[:, None, f], k[None, :, f]).square_())
+            return out
+        return torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist").square_()
+
+    def _block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        if q.requires_grad or k.requires_grad:
+            r2 = (q[:, None, :] - k[None, :, :]).square().sum(-1)
+            return self.profile(r2)
+        return self.profile(self._sqdist(q, k))
+
+    def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return self.profile((k - q[:, None, :]).square().sum(-1))
+
+    def _rank(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return -self._sqdist(q, k)
+
+    def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor:
+        # Every profile here peaks at r = 0 with log-weight 0.
+        return q.new_zeros(q.shape[0])
+
+    def _metric_points(
+        self, q: torch.Tensor, k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return q, k
+
+    def _params(self) -> str:
+        if self.metric is not None:
+            return "metric=..."
+        h = self.bandwidth
+        if isinstance(h, torch.Tensor) and h.numel() == 1:
+            h = float(h)
+        return f"bandwidth={h!r}"
+
+
+class Gaussian(RadialKernel):
+    """Gaussian kernel ``exp(-r^2 / 2)``; a scalar bandwidth is the standard deviation.
+
+    It is softmax attention with a key bias:
+    ``-||q - k||^2 / 2 = q.k - ||k||^2 / 2 - ||q||^2 / 2``, and the last term
+    cancels in the normalization, so fused attention kernels evaluate it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nadaraya.kernels import Gaussian
+    >>> q = torch.tensor([[0.0]], dtype=torch.float64)
+    >>> float(Gaussian(2.0).score(q, q + 2.0)[0, 0])
+    -0.5
+    """
+
+    name = "gaussian"
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        return r2.mul_(-0.5) if not r2.requires_grad else -0.5 * r2
+
+    def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return -0.5 * (k - q[:, None, :]).square().sum(-1)
+
+    def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        one_q = q.new_ones(q.shape[0], 1)
+        one_k = k.new_ones(k.shape[0], 1)
+        qa = torch.cat([q, -0.5 * q.square().sum(1, keepdim=True), one_q], 1)
+        ka = torch.cat([k, one_k, -0.5 * k.square().sum(1, keepdim=True)], 1)
+        return qa, ka
+
+    def _dot_error(self, q: torch.Tensor, k: torch.Tensor) -> float:
+        eps = torch.finfo(q.dtype).eps
+        qn = float(q.detach().square().sum(1).max()) if q.numel() else 0.0
+        kn = float(k.detach().square().sum(1).max()) if k.numel() else 0.0
+        # rounding of q.k, ||q||^2 / 2 and ||k||^2 / 2, plus the sum of d + 2 terms
+        return 2.0 * eps * (q.shape[1] + 2) * (qn + kn)
+
+
+class Laplacian(RadialKernel):
+    """Laplacian (exponential) kernel ``exp(-r)``."""
+
+    name = "laplacian"
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        return -torch.sqrt(r2)
+
+
+class Cauchy(RadialKernel):
+    """Cauchy kernel ``1 / (1 + r^2)``."""
+
+    name = "cauchy"
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        return -torch.log1p(r2)
+
+
+class _Compact(RadialKernel):
+    support = 1.0
+
+
+class Epanechnikov(_Compact):
+    """Epanechnikov kernel ``(1 - r^2)`` for ``r < 1``, zero beyond."""
+
+    name = "epanechnikov"
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        return torch.log1p(-torch.clamp(r2, max=1.0))
+
+
+class Tricube(_Compact):
+    """Tricube kernel ``(1 - r^3)^3`` for ``r < 1``, zero beyond."""
+
+    name = "tricube"
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        r3 = torch.clamp(r2, max=1.0).pow(1.5)
+        return 3.0 * torch.log1p(-r3)
+
+
+class Uniform(_Compact):
+    """Uniform (box) kernel: weight one for ``r <= 1``, zero beyond."""
+
+    name = "uniform"
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        zero = torch.zeros((), dtype=r2.dtype, device=r2.device)
+        return torch.where(r2 <= 1.0, zero, -math.inf)

@@ -1,0 +1,277 @@
+"""Masks: the visible set M(q) as a predicate on (query index, key index).
+
+A mask is bound once to the sizes (and, for geometric masks, the points) of a
+problem. Engines then ask the bound mask for a block's visibility, whether a
+block is fully visible or fully hidden (so such blocks cost nothing), the
+visibility of given (query, key) pairs, or, for sparse masks, the candidate
+keys of every query.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .._errors import NadarayaError
+
+__all__ = ["And", "BoundMask", "Candidates", "Mask", "Or", "Predicate", "Visibility"]
+
+
+class Visibility(enum.Enum):
+    """How much of a block a mask lets through."""
+
+    FULL = "full"
+    EMPTY = "empty"
+    PARTIAL = "partial"
+
+
+@dataclass
+class Candidates:
+    """For each query, the keys a sparse mask may let through.
+
+    Attributes
+    ----------
+    index : torch.Tensor of shape (m, K), int64
+        Key indices; entries past a query's count are padding.
+    valid : torch.Tensor of shape (m, K), bool
+        Which entries of ``index`` are real.
+    """
+
+    index: torch.Tensor
+    valid: torch.Tensor
+
+
+@dataclass
+class Problem:
+    """What a mask may look at when it is bound: sizes and raw points."""
+
+    n_queries: int
+    n_keys: int
+    queries: torch.Tensor
+    keys: torch.Tensor
+
+
+class Mask:
+    """Base class: combine masks with ``&`` (both) and ``|`` (either)."""
+
+    name = "mask"
+
+    def __and__(self, other: Mask) -> Mask:
+        if not isinstance(other, Mask):
+            return NotImplemented
+        return And(self, other)
+
+    def __or__(self, other: Mask) -> Mask:
+        if not isinstance(other, Mask):
+            return NotImplemented
+        return Or(self, other)
+
+    def bind(self, problem: Problem) -> BoundMask:
+        """Bind to a problem's sizes and points."""
+        return BoundMask(self, problem)
+
+    # -- to implement on bound data ---------------------------------------
+    def _block(self, bound: BoundMask, rows: slice, cols: slice) -> torch.Tensor:
+        """Visibility ``(mb, nb)`` of a block, as a bool tensor."""
+        raise NotImplementedError
+
+    def _status(self, bound: BoundMask, rows: slice, cols: slice) -> Visibility:
+        return Visibility.PARTIAL
+
+    def _pairs(self, bound: BoundMask, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Visibility ``(mb, K)`` of keys ``index[i]`` for queries ``rows[i]``."""
+        return self._predicate(bound, rows[:, None], index)
+
+    def _predicate(self, bound: BoundMask, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+        """Visibility of broadcastable index tensors ``i`` (queries), ``j`` (keys)."""
+        raise NotImplementedError
+
+    def _candidates(self, bound: BoundMask) -> Candidates | None:
+        return None
+
+    def _prepare(self, bound: BoundMask) -> None:
+        """Compute what the bound mask needs (a neighbour table, for example)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._params()})"
+
+    def _params(self) -> str:
+        return ""
+
+
+class BoundMask:
+    """A mask bound to one problem."""
+
+    def __init__(self, mask: Mask, problem: Problem) -> None:
+        self.mask = mask
+        self.problem = problem
+        self.state: dict[str, object] = {}
+        mask._prepare(self)
+
+    @property
+    def device(self) -> torch.device:
+        return self.problem.queries.device
+
+    def block(self, rows: slice, cols: slice) -> torch.Tensor:
+        """Bool ``(mb, nb)``: which keys ``cols`` each query ``rows`` sees."""
+        return self.mask._block(self, rows, cols)
+
+    def status(self, rows: slice, cols: slice) -> Visibility:
+        """Whether a block is fully visible, fully hidden, or mixed."""
+        return self.mask._status(self, rows, cols)
+
+    def pairs(self, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Bool ``(mb, K)``: visibility of key ``index[i, t]`` for query ``rows[i]``."""
+        return self.mask._pairs(self, rows, index)
+
+    def candidates(self) -> Candidates | None:
+        """The keys each query may see, for sparse masks; None for dense ones."""
+        return self.mask._candidates(self)
+
+
+def _aranges(bound: BoundMask, rows: slice, cols: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    dev = bound.device
+    i = torch.arange(rows.start, rows.stop, device=dev)[:, None]
+    j = torch.arange(cols.start, cols.stop, device=dev)[None, :]
+    return i, j
+
+
+class IndexMask(Mask):
+    """A mask defined by a vectorized predicate on indices."""
+
+    def _block(self, bound: BoundMask, rows: slice, cols: slice) -> torch.Tensor:
+        i, j = _aranges(bound, rows, cols)
+        return torch.broadcast_to(self._predicate(bound, i, j), (i.shape[0], j.shape[1]))
+
+
+class Predicate(IndexMask):
+    """A mask from ``fn(i, j) -> bool``, vectorized over index tensors.
+
+    Parameters
+    ----------
+    fn : callable
+        Takes query indices ``i`` of shape ``(mb, 1)`` and key indices ``j``
+        of shape ``(1, nb)`` (int64 tensors) and returns a bool tensor that
+        broadcasts to ``(mb, nb)``, like FlexAttention's ``mask_mod``.
+
+    Examples
+    --------
+    >>> from nadaraya.masks import Predicate
+    >>> even = Predicate(lambda i, j: (j % 2) == 0)
+    """
+
+    name = "predicate"
+
+    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+        if not callable(fn):
+            raise NadarayaError(f"mask predicate must be callable; got {type(fn).__name__}.")
+        self.fn = fn
+
+    def _predicate(self, bound: BoundMask, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+        out = torch.as_tensor(self.fn(i, j), device=i.device)
+        if out.dtype != torch.bool:
+            raise NadarayaError(
+                f"mask predicate must return a bool tensor; got dtype {out.dtype}. "
+                "Return a comparison such as (j <= i)."
+            )
+        try:
+            return torch.broadcast_to(out, torch.broadcast_shapes(i.shape, j.shape))
+        except RuntimeError:
+            raise NadarayaError(
+                f"mask predicate returned shape {tuple(out.shape)}, which does not broadcast "
+                f"to {tuple(torch.broadcast_shapes(i.shape, j.shape))}."
+            ) from None
+
+    def _params(self) -> str:
+        return getattr(self.fn, "__name__", "fn")
+
+
+class _Binary(Mask):
+    def __init__(self, left: Mask, right: Mask) -> None:
+        self.left, self.right = left, right
+
+    def _prepare(self, bound: BoundMask) -> None:
+        bound.state["left"] = BoundMask(self.left, bound.problem)
+        bound.state["right"] = BoundMask(self.right, bound.problem)
+
+    @staticmethod
+    def _sides(bound: BoundMask) -> tuple[BoundMask, BoundMask]:
+        return bound.state["left"], bound.state["right"]  # type: ignore[return-value]
+
+    def _params(self) -> str:
+        return f"{self.left!r}, {self.right!r}"
+
+
+class And(_Binary):
+    """Keys visible to both masks."""
+
+    name = "and"
+
+    def _block(self, bound: BoundMask, rows: slice, cols: slice) -> torch.Tensor:
+        left, right = self._sides(bound)
+        return left.block(rows, cols) & right.block(rows, cols)
+
+    def _status(self, bound: BoundMask, rows: slice, cols: slice) -> Visibility:
+        a, b = (s.status(rows, cols) for s in self._sides(bound))
+        if Visibility.EMPTY in (a, b):
+            return Visibility.EMPTY
+        if a is b is Visibility.FULL:
+            return Visibility.FULL
+        return Visibility.PARTIAL
+
+    def _pairs(self, bound: BoundMask, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        left, right = self._sides(bound)
+        return left.pairs(rows, index) & right.pairs(rows, index)
+
+    def _candidates(self, bound: BoundMask) -> Candidates | None:
+        left, right = self._sides(bound)
+        for first, other in ((left, right), (right, left)):
+            cand = first.candidates()
+            if cand is not None:
+                rows = torch.arange(cand.index.shape[0], device=cand.index.device)
+                return Candidates(cand.index, cand.valid & other.pairs(rows, cand.index))
+        return None
+
+    def __repr__(self) -> str:
+        return f"({self.left!r} & {self.right!r})"
+
+
+class Or(_Binary):
+    """Keys visible to either mask."""
+
+    name = "or"
+
+    def _block(self, bound: BoundMask, rows: slice, cols: slice) -> torch.Tensor:
+        left, right = self._sides(bound)
+        return left.block(rows, cols) | right.block(rows, cols)
+
+    def _status(self, bound: BoundMask, rows: slice, cols: slice) -> Visibility:
+        a, b = (s.status(rows, cols) for s in self._sides(bound))
+        if Visibility.FULL in (a, b):
+            return Visibility.FULL
+        if a is b is Visibility.EMPTY:
+            return Visibility.EMPTY
+        return Visibility.PARTIAL
+
+    def _pairs(self, bound: BoundMask, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        left, right = self._sides(bound)
+        return left.pairs(rows, index) | right.pairs(rows, index)
+
+    def _candidates(self, bound: BoundMask) -> Candidates | None:
+        left, right = self._sides(bound)
+        a, b = left.candidates(), right.candidates()
+        if a is None or b is None:
+            return None
+        index = torch.cat([a.index, b.index], 1)
+        valid = torch.cat([a.valid, b.valid], 1)
+        # drop the second copy of a key present on both sides
+        dup = torch.zeros_like(valid)
+        dup[:, a.index.shape[1]:] = (b.index[:, :, None] == a.index[:, None, :]).logical_and(
+            a.valid[:, None, :]).any(-1)
+        return Candidates(index, valid & ~dup)
+
+    def __repr__(self) -> str:
+        return f"({self.left!r} | {self.right!r})"
