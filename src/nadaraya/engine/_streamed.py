@@ -49,11 +49,14 @@ class _Scorer:
     def method(self) -> str:
         return "matrix product of the kernel's dot form" if self.dot else "direct differences"
 
-    def __call__(self, rows: slice | torch.Tensor, cols: slice) -> torch.Tensor:
+    def __call__(self, rows: slice | torch.Tensor, cols: slice,
+                 buffer: torch.Tensor) -> torch.Tensor:
+        mb = rows.stop - rows.start if isinstance(rows, slice) else rows.shape[0]
+        out = buffer[: mb * (cols.stop - cols.start)].view(mb, cols.stop - cols.start)
         if self.dot is not None:
             qa, ka = self.dot
-            return qa[rows] @ ka[cols].T
-        return self.job.kernel.score(rows, cols)
+            return torch.mm(qa[rows], ka[cols].T, out=out)
+        return self.job.kernel.score(rows, cols, out)
 
 
 def _visible(job: Job, rows: slice | torch.Tensor, cols: slice) -> torch.Tensor | None:
@@ -100,18 +103,19 @@ class StreamedEngine:
         mb, nb = self._blocks(job)
         ones = torch.ones(job.n, 1, dtype=job.dtype, device=job.device)
         vaug = torch.cat([job.values, ones], dim=1)
+        buffer = torch.empty(mb * nb, dtype=job.dtype, device=job.device)
         parts = []
         for start in range(0, job.m, mb):
             rows = slice(start, min(start + mb, job.m))
             bound = job.kernel.upper_bound(rows)
             if bound is None:
-                parts.append(self._exact(job, scorer, rows, nb, vaug))
+                parts.append(self._exact(job, scorer, rows, nb, vaug, buffer))
                 continue
-            state = self._bounded(job, scorer, rows, bound, nb, vaug)
+            state = self._bounded(job, scorer, rows, bound, nb, vaug, buffer)
             weak = self._too_small(job, state)
             if bool(weak.any()):
                 idx = torch.nonzero(weak).flatten()
-                redo = self._exact(job, scorer, idx + start, nb, vaug)
+                redo = self._exact(job, scorer, idx + start, nb, vaug, buffer)
                 state.offset[idx], state.total[idx], state.acc[idx] = (
                     redo.offset, redo.total, redo.acc)
             parts.append(state)
@@ -130,7 +134,7 @@ class StreamedEngine:
         return ~(state.total > limit)
 
     def _bounded(self, job: Job, scorer: _Scorer, rows: slice, bound: torch.Tensor,
-                 nb: int, vaug: torch.Tensor) -> SmoothState:
+                 nb: int, vaug: torch.Tensor, buffer: torch.Tensor) -> SmoothState:
         floor = exp_floor(job.dtype)
         acc = torch.zeros(rows.stop - rows.start, job.p + 1, dtype=job.dtype, device=job.device)
         shift = bound[:, None]
@@ -140,7 +144,7 @@ class StreamedEngine:
             status = _status(job, rows, cols)
             if status is Visibility.EMPTY:
                 continue
-            s = scorer(rows, cols)
+            s = scorer(rows, cols, buffer)
             if not zero_shift:
                 s.sub_(shift)
             s.clamp_(min=floor).exp_()
@@ -151,7 +155,7 @@ class StreamedEngine:
         return SmoothState(bound.clone(), acc[:, -1].contiguous(), acc[:, :-1])
 
     def _exact(self, job: Job, scorer: _Scorer, rows: slice | torch.Tensor, nb: int,
-               vaug: torch.Tensor) -> SmoothState:
+               vaug: torch.Tensor, buffer: torch.Tensor) -> SmoothState:
         floor = exp_floor(job.dtype)
         size = rows.stop - rows.start if isinstance(rows, slice) else rows.shape[0]
         top = torch.full((size,), -torch.inf, dtype=job.dtype, device=job.device)
@@ -161,7 +165,7 @@ class StreamedEngine:
             status = _status(job, rows, cols)
             if status is Visibility.EMPTY:
                 continue
-            s = scorer(rows, cols)
+            s = scorer(rows, cols, buffer)
             visible = _visible(job, rows, cols) if status is Visibility.PARTIAL else None
             if visible is not None:
                 s.masked_fill_(~visible, -torch.inf)

@@ -96,8 +96,14 @@ class Kernel:
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return q, k
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """Scores of prepared queries ``(mb, e)`` against prepared keys ``(nb, e)``."""
+    def _block(self, q: torch.Tensor, k: torch.Tensor,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores of prepared queries ``(mb, e)`` against prepared keys ``(nb, e)``.
+
+        ``out``, when given, is a ``(mb, nb)`` buffer the kernel may write the
+        result into (engines reuse one buffer across blocks); the return value
+        is the result either way.
+        """
         raise NotImplementedError
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
@@ -157,9 +163,13 @@ class BoundKernel:
     def n_keys(self) -> int:
         return self.k.shape[0]
 
-    def score(self, qi: Any = slice(None), kj: Any = slice(None)) -> torch.Tensor:
-        """Scores of queries ``qi`` against keys ``kj`` (slices or index tensors)."""
-        return self.kernel._block(self.q[qi], self.k[kj])
+    def score(self, qi: Any = slice(None), kj: Any = slice(None),
+              out: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores of queries ``qi`` against keys ``kj`` (slices or index tensors).
+
+        ``out`` is an optional ``(mb, nb)`` buffer to write into.
+        """
+        return self.kernel._block(self.q[qi], self.k[kj], out)
 
     def pairs(self, qi: Any, index: torch.Tensor) -> torch.Tensor | None:
         """Scores ``(mb, K)`` of queries ``qi`` against keys ``index[i, :]`` each."""
@@ -250,12 +260,16 @@ class ProductKernel(_Composite):
     def support(self) -> float | None:  # type: ignore[override]
         return None
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        out = None
+    def _block(self, q: torch.Tensor, k: torch.Tensor,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+        total = None
         for p, qs, ks in zip(self.parts, self._split(q), self._split(k), strict=True):
-            s = p._block(qs, ks)
-            out = s if out is None else out.add_(s)
-        return out
+            if total is None:
+                total = p._block(qs, ks, out)
+            else:
+                total = total + p._block(qs, ks) if total.requires_grad else total.add_(
+                    p._block(qs, ks))
+        return total
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
         total = None
@@ -302,7 +316,8 @@ class SumKernel(_Composite):
     op = "+"
     name = "sum"
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    def _block(self, q: torch.Tensor, k: torch.Tensor,
+               out: torch.Tensor | None = None) -> torch.Tensor:
         scores = [
             p._block(qs, ks)
             for p, qs, ks in zip(self.parts, self._split(q), self._split(k), strict=True)

@@ -40,7 +40,8 @@ class CallableKernel(Kernel):
         self.fn = fn
         self.log = log
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    def _block(self, q: torch.Tensor, k: torch.Tensor,
+               buffer: torch.Tensor | None = None) -> torch.Tensor:
         out = self.fn(q, k)
         out = torch.as_tensor(out, dtype=q.dtype, device=q.device)
         if out.shape != (q.shape[0], k.shape[0]):

@@ -45,8 +45,11 @@ class ExpDot(Kernel):
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return q * self._scale(q.shape[1]), k
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return q @ k.T
+    def _block(self, q: torch.Tensor, k: torch.Tensor,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+        if out is None or q.requires_grad or k.requires_grad:
+            return q @ k.T
+        return torch.mm(q, k.T, out=out)
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return (k * q[:, None, :]).sum(-1)

@@ -110,23 +110,36 @@ class RadialKernel(Kernel):
         h = _as_param(self.bandwidth, "bandwidth").to(q)
         return q / h, k / h
 
-    def _sqdist(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """Squared distances ``(mb, nb)`` of prepared points, formed exactly."""
+    def _sqdist(self, q: torch.Tensor, k: torch.Tensor, out: torch.Tensor | None = None,
+                scale: float = 1.0) -> torch.Tensor:
+        """``scale * r^2``, shape ``(mb, nb)``, of prepared points, formed exactly.
+
+        The scale is applied to the points (``O(mb + nb)``), not to the block.
+        """
         e = q.shape[1]
         if e == 0:
-            return q.new_zeros(q.shape[0], k.shape[0])
+            return q.new_zeros(q.shape[0], k.shape[0]) if out is None else out.zero_()
+        if scale != 1.0:
+            q, k = q * math.sqrt(scale), k * math.sqrt(scale)
         if e <= _DIRECT_MAX_FEATURES:
-            out = torch.sub(q[:, None, 0], k[None, :, 0]).square_()
-            for f in range(1, e):
-                out.add_(torch.sub(q[:, None, f], k[None, :, f]).square_())
+            qt, kt = q.T.contiguous(), k.T.contiguous()
+            out = torch.sub(qt[0, :, None], kt[0, None, :], out=out).square_()
+            if e > 1:
+                tmp = torch.empty_like(out)
+                for f in range(1, e):
+                    out.add_(torch.sub(qt[f, :, None], kt[f, None, :], out=tmp).square_())
             return out
-        return torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist").square_()
+        d = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")
+        if out is None:
+            return d.square_()
+        return torch.square(d, out=out)
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    def _block(self, q: torch.Tensor, k: torch.Tensor,
+               out: torch.Tensor | None = None) -> torch.Tensor:
         if q.requires_grad or k.requires_grad:
             r2 = (q[:, None, :] - k[None, :, :]).square().sum(-1)
             return self.profile(r2)
-        return self.profile(self._sqdist(q, k))
+        return self.profile(self._sqdist(q, k, out))
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return self.profile((k - q[:, None, :]).square().sum(-1))
@@ -172,6 +185,12 @@ class Gaussian(RadialKernel):
 
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
         return r2.mul_(-0.5) if not r2.requires_grad else -0.5 * r2
+
+    def _block(self, q: torch.Tensor, k: torch.Tensor,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+        if q.requires_grad or k.requires_grad:
+            return super()._block(q, k, out)
+        return self._sqdist(q, k, out, scale=0.5).neg_()
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return -0.5 * (k - q[:, None, :]).square().sum(-1)
