@@ -111,28 +111,29 @@ class RadialKernel(Kernel):
         return q / h, k / h
 
     def _sqdist(self, q: torch.Tensor, k: torch.Tensor, out: torch.Tensor | None = None,
-                scale: float = 1.0) -> torch.Tensor:
-        """``scale * r^2``, shape ``(mb, nb)``, of prepared points, formed exactly.
+                coef: float = 1.0) -> torch.Tensor:
+        """``coef * r^2``, shape ``(mb, nb)``, of prepared points, formed exactly.
 
-        The scale is applied to the points (``O(mb + nb)``), not to the block.
+        Differences are taken feature by feature (no cancellation) and each
+        squared and scaled in one fused pass; ``out`` is reused when given.
         """
         e = q.shape[1]
         if e == 0:
             return q.new_zeros(q.shape[0], k.shape[0]) if out is None else out.zero_()
-        if scale != 1.0:
-            q, k = q * math.sqrt(scale), k * math.sqrt(scale)
         if e <= _DIRECT_MAX_FEATURES:
             qt, kt = q.T.contiguous(), k.T.contiguous()
-            out = torch.sub(qt[0, :, None], kt[0, None, :], out=out).square_()
+            zero = torch.zeros((), dtype=q.dtype, device=q.device)
+            out = torch.sub(qt[0, :, None], kt[0, None, :], out=out)
+            torch.addcmul(zero, out, out, value=coef, out=out)
             if e > 1:
                 tmp = torch.empty_like(out)
                 for f in range(1, e):
-                    out.add_(torch.sub(qt[f, :, None], kt[f, None, :], out=tmp).square_())
+                    torch.sub(qt[f, :, None], kt[f, None, :], out=tmp)
+                    out.addcmul_(tmp, tmp, value=coef)
             return out
         d = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")
-        if out is None:
-            return d.square_()
-        return torch.square(d, out=out)
+        d.square_()
+        return torch.mul(d, coef, out=out) if out is not None else d.mul_(coef)
 
     def _block(self, q: torch.Tensor, k: torch.Tensor,
                out: torch.Tensor | None = None) -> torch.Tensor:
@@ -190,7 +191,7 @@ class Gaussian(RadialKernel):
                out: torch.Tensor | None = None) -> torch.Tensor:
         if q.requires_grad or k.requires_grad:
             return super()._block(q, k, out)
-        return self._sqdist(q, k, out, scale=0.5).neg_()
+        return self._sqdist(q, k, out, coef=-0.5)
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return -0.5 * (k - q[:, None, :]).square().sum(-1)
