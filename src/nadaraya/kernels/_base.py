@@ -9,6 +9,7 @@ or an equivalent dot-product form for fused attention kernels.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,17 +218,21 @@ class _Composite(Kernel):
         self.parts = list(parts)
 
     def bind(self, queries: torch.Tensor, keys: torch.Tensor) -> BoundKernel:
+        import copy
+
         q, k = _select(queries, self.columns), _select(keys, self.columns)
         bound = [p.bind(q, k) for p in self.parts]
-        widths = [b.q.shape[1] for b in bound]
         offsets = [0]
-        for w in widths:
-            offsets.append(offsets[-1] + w)
-        self._slices = [slice(a, b) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
-        self._bound_parts = bound
+        for b in bound:
+            offsets.append(offsets[-1] + b.q.shape[1])
+        # The column layout belongs to this binding: bind a copy, never mutate self.
+        layout = copy.copy(self)
+        layout.parts = [b.kernel for b in bound]
+        layout._slices = [slice(a, b) for a, b in itertools.pairwise(offsets)]
+        layout._bound_parts = bound
         qp = torch.cat([b.q for b in bound], dim=1)
         kp = torch.cat([b.k for b in bound], dim=1)
-        return BoundKernel(self, qp, kp)
+        return BoundKernel(layout, qp, kp)
 
     def _split(self, x: torch.Tensor) -> list[torch.Tensor]:
         return [x[..., s] for s in self._slices]

@@ -75,7 +75,8 @@ class RadialKernel(Kernel):
             L = _as_param(metric, "metric")
             if L.ndim != 2:
                 raise NadarayaError(
-                    f"metric must be a 2-D matrix L (r = ||L (q - k)||); got shape {tuple(L.shape)}."
+                    "metric must be a 2-D matrix L (r = ||L (q - k)||); "
+                    f"got shape {tuple(L.shape)}."
                 )
 
     # -- profile -----------------------------------------------------------
