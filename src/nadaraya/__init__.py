@@ -38,6 +38,10 @@ _LAZY = {
     "masks": ("nadaraya.masks", None),
     "engine": ("nadaraya.engine", None),
     "datasets": ("nadaraya.datasets", None),
+    "memory": ("nadaraya.memory", None),
+    "estimators": ("nadaraya.estimators", None),
+    "image": ("nadaraya.image", None),
+    "nn": ("nadaraya.nn", None),
 }
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -11,6 +11,8 @@ The environment variable ``NADARAYA_WORKING_MEMORY`` (MiB) sets the default.
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import os
 import threading
 from collections.abc import Iterator
@@ -49,24 +51,25 @@ def _default() -> Config:
     if raw is None:
         return Config()
     try:
-        value = float(raw)
-    except ValueError:
+        return _checked(Config(working_memory=float(raw)))
+    except ValueError:  # not a number, or not a positive finite one
         raise NadarayaError(
-            f"environment variable {_ENV_MEMORY} must be a number of MiB; got {raw!r}. "
-            f"Set it to e.g. 256 or unset it."
+            f"environment variable {_ENV_MEMORY} must be a positive number of MiB; "
+            f"got {raw!r}. Set it to e.g. 256 or unset it."
         ) from None
-    return _checked(Config(working_memory=value))
 
 
 def _checked(config: Config) -> Config:
-    if not config.working_memory > 0:
+    memory = config.working_memory
+    if isinstance(memory, bool) or not isinstance(memory, numbers.Real) or not (
+            0 < memory < math.inf):
         raise NadarayaError(
-            f"working_memory must be a positive number of MiB; got {config.working_memory!r}. "
+            f"working_memory must be a positive finite number of MiB; got {memory!r}. "
             "Pass e.g. config_context(working_memory=256)."
         )
     for name in ("key_block", "query_block"):
         value = getattr(config, name)
-        if not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise NadarayaError(f"{name} must be a positive integer; got {value!r}.")
     return config
 

@@ -102,7 +102,8 @@ def as_tensor(
                 f"{name} must hold numbers; got dtype {arr.dtype}. "
                 "Convert it, e.g. with np.asarray(x, dtype=float)."
             )
-        t = torch.from_numpy(np.ascontiguousarray(arr))
+        # ascontiguousarray makes a 0-D array 1-D; keep the shape for the check below.
+        t = torch.from_numpy(np.ascontiguousarray(arr).reshape(arr.shape))
     if t.ndim not in ndim:
         expected = " or ".join(f"{d}-D" for d in ndim)
         raise NadarayaError(

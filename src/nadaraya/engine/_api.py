@@ -14,8 +14,9 @@ from ..kernels import Kernel, get_kernel
 from ..masks import Mask, Problem, get_mask
 from ._dense import dense_weights
 from ._dispatch import Explanation, choose
-from ._empty import _nearest, apply_empty_policy, check_policy
+from ._empty import _nearest, check_policy
 from ._job import Job
+from ._unnormalized import check_options, finish
 
 __all__ = ["explain", "smooth", "weights"]
 
@@ -99,6 +100,7 @@ def smooth(
     engine: str = "auto",
     return_lse: bool = False,
     empty: str = "raise",
+    normalize: bool = True,
 ) -> Any:
     """Kernel-weighted mean of the values of the visible keys, for each query.
 
@@ -130,6 +132,13 @@ def smooth(
         Also return ``log sum_j K(q, k_j)`` per query, so partial results merge.
     empty : {"raise", "nan", "nearest"}, default "raise"
         Policy for a query whose visible keys carry no weight.
+    normalize : bool, default True
+        Divide by ``sum_j K(q, k_j)`` (the weighted mean). ``False`` gives the
+        weighted sum ``sum_j K(q, k_j) v_j`` (0 for a query that sees no
+        weight; ``empty`` is then unused). Signed kernels such as
+        :class:`~nadaraya.kernels.linear.LinearKernel` are summed in the
+        weight domain; with ``normalize=True`` they divide by the signed row
+        sum and a zero sum is an empty row.
 
     Returns
     -------
@@ -148,9 +157,11 @@ def smooth(
     """
     check_policy(empty)
     job, squeeze = build_job(queries, keys, values, kernel, mask, bandwidth)
+    job.normalize = bool(normalize)
+    check_options(job, return_lse)
     chosen, _ = choose(job, engine)
     state = chosen.run(job)
-    out = apply_empty_policy(job, state, empty)
+    out = finish(job, state, empty)
     kind = kind_of(values)
     result = to_caller(out[:, 0] if squeeze else out, kind)
     if return_lse:
@@ -167,6 +178,7 @@ def explain(
     *,
     bandwidth: Any = None,
     engine: str = "auto",
+    normalize: bool = True,
 ) -> Explanation:
     """Say which engine :func:`smooth` would use for these inputs, and why.
 
@@ -186,6 +198,7 @@ def explain(
     'streamed'
     """
     job, _ = build_job(queries, keys, values, kernel, mask, bandwidth)
+    job.normalize = bool(normalize)
     return choose(job, engine)[1]
 
 

@@ -29,10 +29,14 @@ def dense_weights(job: Job, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
     Rows with no weight get all-zero weights and ``lse = -inf``.
     """
     s = _scores(job, rows)
-    lse = torch.logsumexp(s, dim=1)
-    safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
+    top = s.max(dim=1).values if s.shape[1] else s.new_full((s.shape[0],), -torch.inf)
+    safe = torch.where(torch.isinf(top), torch.zeros_like(top), top)
     w = torch.exp(s - safe[:, None])
-    return w, lse
+    total = w.sum(dim=1)
+    # Divide by the sum itself: exp(s - lse) would carry lse's rounding,
+    # eps * |lse|, into every weight.
+    w = w / torch.where(total > 0, total, torch.ones_like(total))[:, None]
+    return w, safe + torch.log(total)
 
 
 class DenseEngine:
@@ -57,9 +61,8 @@ class DenseEngine:
         for start in range(0, job.m, step):
             rows = slice(start, min(start + step, job.m))
             w, lse = dense_weights(job, rows)
-            empty = torch.isinf(lse)
             offsets.append(lse)
-            totals.append((~empty).to(w.dtype))
+            totals.append(w.sum(dim=1))
             accs.append(w @ job.values)
         if not offsets:
             return SmoothState.empty(0, job.p, dtype=job.dtype, device=job.device)

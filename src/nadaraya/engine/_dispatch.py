@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from .._errors import NadarayaError
 from ._job import Job
 from ._state import SmoothState
+from ._unnormalized import adapt_engines
 
 __all__ = ["ENGINES", "Engine", "Explanation", "choose", "get_engine"]
 
@@ -80,7 +81,7 @@ def get_engine(name: str) -> Engine:
 
 def choose(job: Job, requested: str = "auto") -> tuple[Engine, Explanation]:
     """Pick the engine for ``job`` (or check the requested one) and explain."""
-    engines = _engines()
+    engines = adapt_engines(job, _engines())
     detail = {
         "m": job.m, "n": job.n, "p": job.p, "dtype": str(job.dtype).replace("torch.", ""),
         "device": str(job.device), "kernel": repr(job.kernel.kernel),
@@ -88,7 +89,7 @@ def choose(job: Job, requested: str = "auto") -> tuple[Engine, Explanation]:
     }
     refusals = {name: engine.refuse(job) for name, engine in engines.items()}
     if requested != "auto":
-        engine = get_engine(requested)
+        engine = engines[get_engine(requested).name]
         why = refusals[engine.name]
         if why is not None:
             raise NadarayaError(

@@ -27,6 +27,8 @@ class Job:
         Values to smooth, in the compute dtype.
     queries, keys : torch.Tensor
         The raw points ``(m, d)`` and ``(n, d)``.
+    normalize : bool
+        Divide by the row sums (the weighted mean); False for ``sum_j K v_j``.
     """
 
     kernel: BoundKernel
@@ -34,6 +36,7 @@ class Job:
     values: torch.Tensor
     queries: torch.Tensor
     keys: torch.Tensor
+    normalize: bool = True
 
     @property
     def m(self) -> int:
@@ -63,9 +66,12 @@ class Job:
 
 
 def exp_floor(dtype: torch.dtype) -> float:
-    """Lowest exponent whose ``exp`` is still a normal number in ``dtype``.
+    """Lowest exponent the engines pass to ``exp``: scores below it are clamped here.
 
-    Scores are clamped here before ``exp``: below it CPUs take a slow path
-    (subnormals) while the weight is already negligible.
+    ``exp(floor)`` is ``e^50`` times the smallest normal number of ``dtype``,
+    so neither the weight nor its product with any value above ``e^-49`` is
+    subnormal: CPUs take a slow path on subnormals (in ``exp`` and in the
+    matrix product with the values), while such weights are already
+    negligible, as the streamed engine's row test proves.
     """
-    return math.log(torch.finfo(dtype).tiny) + 1.0
+    return math.log(torch.finfo(dtype).tiny) + 50.0

@@ -10,9 +10,11 @@ Two passes share one loop shape:
 * exact pass: the running-maximum (flash-attention) update, for kernels with
   no bound and for the rows the bounded pass hands over.
 
-Scores below the exponent floor are clamped there: they weigh less than
+Scores below the exponent floor are clamped to it: they weigh less than
 ``exp(floor)`` relative to the offset, which the row test proves negligible,
-and it keeps ``exp`` off the CPU's slow subnormal path.
+and it keeps ``exp`` and the matrix product (weights times values) off the
+CPU's slow subnormal path. (Clamping beats zeroing through ``-inf``: ``exp``
+of ``-inf`` is itself a slow path in float32.)
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ class _Scorer:
             qa, ka = self.dot
             return torch.mm(qa[rows], ka[cols].T, out=out)
         return self.job.kernel.score(rows, cols, out)
+
+
+def _floor_exp_(s: torch.Tensor, floor: float) -> torch.Tensor:
+    """``exp`` in place of scores clamped below at ``floor``."""
+    return s.clamp_(min=floor).exp_()
 
 
 def _visible(job: Job, rows: slice | torch.Tensor, cols: slice) -> torch.Tensor | None:
@@ -147,7 +154,7 @@ class StreamedEngine:
             s = scorer(rows, cols, buffer)
             if not zero_shift:
                 s.sub_(shift)
-            s.clamp_(min=floor).exp_()
+            _floor_exp_(s, floor)
             if status is Visibility.PARTIAL:
                 visible = _visible(job, rows, cols)
                 s.masked_fill_(~visible, 0.0)
@@ -172,7 +179,7 @@ class StreamedEngine:
             new_top = torch.maximum(top, s.max(dim=1).values)
             safe = torch.where(torch.isinf(new_top), torch.zeros_like(new_top), new_top)
             acc.mul_(torch.exp(top - safe)[:, None])
-            s.sub_(safe[:, None]).clamp_(min=floor).exp_()
+            _floor_exp_(s.sub_(safe[:, None]), floor)
             if visible is not None:
                 s.masked_fill_(~visible, 0.0)
             acc.addmm_(s, vaug[cols])

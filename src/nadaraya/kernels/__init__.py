@@ -1,7 +1,8 @@
 """Kernels, written as scores ``s(q, k) = log K(q, k)``.
 
 Accepted by name in :func:`nadaraya.smooth`: ``"gaussian"``, ``"laplacian"``,
-``"epanechnikov"``, ``"tricube"``, ``"uniform"``, ``"cauchy"``, ``"softmax"``.
+``"epanechnikov"``, ``"tricube"``, ``"uniform"``, ``"cauchy"``, ``"softmax"``,
+and the signed ``"linear"`` (``q^T M k``, summed in the weight domain).
 Kernels on different feature columns multiply into one kernel (``k1 * k2``).
 """
 
@@ -14,6 +15,7 @@ from .._errors import NadarayaError
 from ._base import BoundKernel, Kernel, ProductKernel, SumKernel
 from .custom import CallableKernel
 from .dot import ExpDot
+from .linear import LinearKernel, SignedKernel
 from .radial import Cauchy, Epanechnikov, Gaussian, Laplacian, RadialKernel, Tricube, Uniform
 
 __all__ = [
@@ -25,8 +27,10 @@ __all__ = [
     "Gaussian",
     "Kernel",
     "Laplacian",
+    "LinearKernel",
     "ProductKernel",
     "RadialKernel",
+    "SignedKernel",
     "SumKernel",
     "Tricube",
     "Uniform",
@@ -41,7 +45,7 @@ RADIAL: dict[str, type[RadialKernel]] = {
     "uniform": Uniform,
     "cauchy": Cauchy,
 }
-NAMES = (*RADIAL, "softmax")
+NAMES = (*RADIAL, "softmax", "linear")
 
 
 def get_kernel(kernel: str | Kernel | Callable[..., Any], bandwidth: Any = None) -> Kernel:
@@ -82,6 +86,13 @@ def get_kernel(kernel: str | Kernel | Callable[..., Any], bandwidth: Any = None)
                     "its scale (1/sqrt(d) by default)."
                 )
             return ExpDot()
+        if name == "linear":
+            if bandwidth is not None:
+                raise NadarayaError(
+                    "the linear kernel takes no bandwidth; pass LinearKernel(metric=M) for "
+                    "q^T M k (M = 'identity', 'whitened' or a matrix)."
+                )
+            return LinearKernel()
         raise NadarayaError(
             f"kernel {kernel!r} is not known; use one of {', '.join(NAMES)}, "
             "a nadaraya.kernels.Kernel, or a function fn(q, k) -> log-weights."

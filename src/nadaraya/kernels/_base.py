@@ -329,6 +329,14 @@ class SumKernel(_Composite):
         ]
         return torch.logsumexp(torch.stack(scores), dim=0)
 
+    def _rank(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        # The nearest key of any part: finite where the scores of compact parts are not.
+        ranks = [
+            p._rank(qs, ks)
+            for p, qs, ks in zip(self.parts, self._split(q), self._split(k), strict=True)
+        ]
+        return torch.stack(ranks).amax(dim=0)
+
     def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor | None:
         bounds = [
             p._bound(qs, b)

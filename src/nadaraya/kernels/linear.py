@@ -40,7 +40,13 @@ class SignedKernel(Kernel):
         """Weights ``K`` ``(mb, nb)`` of prepared queries ``(mb, e)`` and keys ``(nb, e)``."""
         raise NotImplementedError
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    def _weights_pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Weights ``(mb, K)`` of prepared queries ``(mb, e)`` against their keys ``(mb, K, e)``."""
+        rows = [self._weights_block(q[i:i + 1], k[i])[0] for i in range(q.shape[0])]
+        return torch.stack(rows) if rows else q.new_zeros(0, k.shape[1])
+
+    def _block(self, q: torch.Tensor, k: torch.Tensor,
+               out: torch.Tensor | None = None) -> torch.Tensor:
         raise NadarayaError(
             f"kernel {self!r} is signed: its weights can be negative, so it has no "
             "log-weights. Use it with nadaraya.smooth (which sums weights directly), not in "
@@ -159,9 +165,9 @@ class LinearKernel(SignedKernel):
         if self.intercept:
             centre = k.mean(dim=0)
             q, k = q - centre, k - centre
-        if self.metric == "identity":
+        if isinstance(self.metric, str) and self.metric == "identity":
             qp, kp = q, k
-        elif self.metric == "whitened":
+        elif isinstance(self.metric, str):
             w = _whitener(k)
             qp, kp = q @ w, k @ w
         else:
@@ -175,6 +181,9 @@ class LinearKernel(SignedKernel):
 
     def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return q @ k.T
+
+    def _weights_pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return (k * q[:, None, :]).sum(-1)
 
     def _params(self) -> str:
         m = self.metric if isinstance(self.metric, str) else "M"

@@ -143,8 +143,19 @@ class RadialKernel(Kernel):
             return self.profile(r2)
         return self.profile(self._sqdist(q, k, out))
 
+    def _pair_sqdist(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Squared distances ``(mb, K)`` of queries ``(mb, e)`` to their keys ``(mb, K, e)``."""
+        e = q.shape[1]
+        if 0 < e <= _DIRECT_MAX_FEATURES and not (q.requires_grad or k.requires_grad):
+            # feature by feature, in the order of _sqdist: the same rounding
+            out = torch.sub(k[..., 0], q[:, None, 0]).square_()
+            for f in range(1, e):
+                out.add_(torch.sub(k[..., f], q[:, None, f]).square_())
+            return out
+        return (k - q[:, None, :]).square().sum(-1)
+
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return self.profile((k - q[:, None, :]).square().sum(-1))
+        return self.profile(self._pair_sqdist(q, k))
 
     def _rank(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return -self._sqdist(q, k)
@@ -163,7 +174,7 @@ class RadialKernel(Kernel):
             return "metric=..."
         h = self.bandwidth
         if isinstance(h, torch.Tensor) and h.numel() == 1:
-            h = float(h)
+            h = float(h.detach())
         return f"bandwidth={h!r}"
 
 
@@ -195,7 +206,7 @@ class Gaussian(RadialKernel):
         return self._sqdist(q, k, out, coef=-0.5)
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return -0.5 * (k - q[:, None, :]).square().sum(-1)
+        return -0.5 * self._pair_sqdist(q, k)
 
     def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         one_q = q.new_ones(q.shape[0], 1)

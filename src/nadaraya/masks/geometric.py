@@ -85,8 +85,13 @@ class KNearest(Mask):
             index = np.zeros((p.n_queries, 0), dtype=np.int64)
         else:
             tree = cKDTree(_numpy(p.keys))
-            _, index = tree.query(_numpy(p.queries), k=k, workers=-1)
-            index = np.asarray(index, dtype=np.int64).reshape(p.n_queries, k)
+            queries = _numpy(p.queries)
+            # Searching in the queries' own tree order keeps neighbouring
+            # searches in cache: several times faster than the given order.
+            order = cKDTree(queries, balanced_tree=False, compact_nodes=False).indices
+            _, found = tree.query(queries[order], k=k, workers=-1)
+            index = np.empty((p.n_queries, k), dtype=np.int64)
+            index[order] = np.asarray(found, dtype=np.int64).reshape(p.n_queries, k)
         idx = torch.from_numpy(index).to(p.queries.device)
         bound.state["index"] = idx
         bound.state["sorted"] = torch.sort(idx, dim=1).values
@@ -104,7 +109,7 @@ class KNearest(Mask):
         table: torch.Tensor = bound.state["sorted"][rows]  # type: ignore[index]
         if table.shape[1] == 0:
             return torch.zeros_like(index, dtype=torch.bool)
-        pos = torch.searchsorted(table, index).clamp_(max=table.shape[1] - 1)
+        pos = torch.searchsorted(table, index.contiguous()).clamp_(max=table.shape[1] - 1)
         return table.gather(1, pos) == index
 
     def _candidates(self, bound: BoundMask) -> Candidates:

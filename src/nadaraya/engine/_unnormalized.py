@@ -1,0 +1,267 @@
+"""Unnormalized smoothing and signed kernels: the weight domain.
+
+``normalize=False`` asks for ``out(q) = sum_j K(q, k_j) v_j`` without the
+division by ``sum_j K(q, k_j)``. For an ordinary (log-domain) kernel the
+engines' state already holds it: ``acc * exp(offset)``. A *signed* kernel
+(``kernel.signed = True``, such as the linear kernel ``q^T M k``) has weights
+that may be negative, so it has no log-weight and no log-sum-exp: it is
+summed directly, block by block, in bounded memory (:class:`WeightDomainEngine`,
+which the dense and streamed engines become for such a job). With
+``normalize=True`` a signed smoother divides by the signed row sum, and a row
+whose sum is zero (to rounding) is an empty row, handled by ``empty=``.
+
+Engines other than dense and streamed refuse these jobs with a reason,
+unless they declare ``signed = True`` or ``unnormalized = True`` themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .._config import block_elements, get_config
+from .._errors import NadarayaError
+from ..masks import Visibility
+from ._empty import _describe, _nearest, apply_empty_policy
+from ._job import Job
+from ._state import SmoothState
+
+__all__ = [
+    "SignedState",
+    "WeightDomainEngine",
+    "adapt_engines",
+    "check_options",
+    "finish",
+    "is_signed",
+]
+
+# Engines that run signed and unnormalized jobs (others may opt in with attributes).
+_WEIGHT_DOMAIN = ("streamed", "dense")
+
+
+def is_signed(kernel: Any) -> bool:
+    """Whether a kernel object gives signed weights rather than log-weights."""
+    return bool(getattr(kernel, "signed", False))
+
+
+def _signed_parts(kernel: Any) -> list[Any]:
+    parts = getattr(kernel, "parts", None)
+    if parts is None:
+        return []
+    found = []
+    for p in parts:
+        found += [p] if is_signed(p) else _signed_parts(p)
+    return found
+
+
+@dataclass
+class SignedState(SmoothState):
+    """The state of a signed sum: ``offset`` is 0, ``total`` the signed row sum.
+
+    Attributes
+    ----------
+    magnitude : torch.Tensor of shape (m,)
+        ``sum_j |K(q, k_j)|``: the scale against which a row sum counts as zero.
+    """
+
+    magnitude: torch.Tensor | None = None
+
+    def merge(self, other: SmoothState) -> SignedState:
+        """Combine two signed states over disjoint key sets (plain sums)."""
+        mag = other.magnitude if isinstance(other, SignedState) else other.total.abs()
+        return SignedState(self.offset, self.total + other.total, self.acc + other.acc,
+                           self.magnitude + mag)
+
+    @property
+    def empty_rows(self) -> torch.Tensor:
+        """Bool ``(m,)``: rows whose signed sum is zero to rounding."""
+        eps = torch.finfo(self.total.dtype).eps
+        return ~(self.total.abs() > 16 * eps * self.magnitude)
+
+
+class WeightDomainEngine:
+    """Sums signed weights ``K`` block by block: ``acc = sum_j K v_j``, ``total = sum_j K``.
+
+    Parameters
+    ----------
+    name : {"dense", "streamed"}
+        ``"dense"`` takes whole rows of keys per block of queries (as the dense
+        engine); ``"streamed"`` folds key blocks (as the streamed engine). Both
+        stay within the working-memory budget and are differentiable.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def refuse(self, job: Job) -> str | None:
+        return None
+
+    def cost(self, job: Job) -> float:
+        return 1.0 * job.m * job.n * (job.p + job.kernel.q.shape[1] + 2)
+
+    def _blocks(self, job: Job) -> tuple[int, int]:
+        budget = block_elements(job.dtype.itemsize, buffers=3)
+        if self.name == "dense":
+            return max(1, budget // max(job.n, 1)), max(job.n, 1)
+        config = get_config()
+        nb = max(1, min(config.key_block, job.n, budget))
+        return max(1, min(config.query_block, job.m, budget // nb)), nb
+
+    def run(self, job: Job) -> SignedState:
+        kernel, bound = job.kernel.kernel, job.kernel
+        mb, nb = self._blocks(job)
+        ones = torch.ones(job.n, 1, dtype=job.dtype, device=job.device)
+        vaug = torch.cat([job.values, ones], dim=1)
+        grad = job.requires_grad
+        accs, mags = [], []
+        for start in range(0, job.m, mb):
+            rows = slice(start, min(start + mb, job.m))
+            acc = torch.zeros(rows.stop - start, job.p + 1, dtype=job.dtype, device=job.device)
+            mag = torch.zeros(rows.stop - start, dtype=job.dtype, device=job.device)
+            for cstart in range(0, job.n, nb):
+                cols = slice(cstart, min(cstart + nb, job.n))
+                status = Visibility.FULL if job.mask is None else job.mask.status(rows, cols)
+                if status is Visibility.EMPTY:
+                    continue
+                w = kernel._weights_block(bound.q[rows], bound.k[cols])
+                if status is Visibility.PARTIAL:
+                    w = w.masked_fill(~job.mask.block(rows, cols), 0.0)
+                if not bool(torch.isfinite(w).all()):
+                    raise NadarayaError(
+                        f"kernel {kernel!r} gave non-finite weights (overflow or NaN) for "
+                        f"queries {start}..{rows.stop - 1}. Rescale the inputs or lower the "
+                        "kernel's exponent."
+                    )
+                if grad:
+                    acc = acc + w @ vaug[cols]
+                    mag = mag + w.abs().sum(1)
+                else:
+                    acc.addmm_(w, vaug[cols])
+                    mag.add_(w.abs().sum(1))
+            accs.append(acc)
+            mags.append(mag)
+        if not accs:
+            empty = SmoothState.empty(0, job.p, dtype=job.dtype, device=job.device)
+            return SignedState(empty.offset, empty.total, empty.acc, empty.total)
+        acc = torch.cat(accs)
+        return SignedState(torch.zeros(job.m, dtype=job.dtype, device=job.device),
+                           acc[:, -1], acc[:, :-1], torch.cat(mags))
+
+
+class _Refusing:
+    """An engine as seen by a job it cannot run."""
+
+    def __init__(self, engine: Any, reason: str) -> None:
+        self.engine, self.name, self.reason = engine, engine.name, reason
+
+    def refuse(self, job: Job) -> str | None:
+        return self.reason
+
+    def cost(self, job: Job) -> float:
+        return math.inf
+
+    def run(self, job: Job) -> SmoothState:
+        raise NadarayaError(f"engine {self.name!r} cannot run this problem: {self.reason}.")
+
+
+def adapt_engines(job: Job, engines: dict[str, Any]) -> dict[str, Any]:
+    """The engines as they stand for ``job``: signed and unnormalized jobs narrow the field.
+
+    A signed kernel replaces the dense and streamed engines by their weight-domain
+    versions; every other engine refuses (unless it declares ``signed = True``).
+    ``normalize=False`` with a log-domain kernel is run by the dense and streamed
+    engines (and by any engine declaring ``unnormalized = True``).
+    """
+    kernel = job.kernel.kernel
+    parts = _signed_parts(kernel)
+    if parts:
+        raise NadarayaError(
+            f"kernel {kernel!r} combines the signed kernel {parts[0]!r} with * or +; products "
+            "and sums combine log-weights, which a signed kernel does not have. Use the "
+            "signed kernel on its own."
+        )
+    signed = is_signed(kernel)
+    if not signed and job.normalize:
+        return engines
+    if signed:
+        reason = (f"signed kernel {kernel!r}: its weights can be negative, so it needs the "
+                  "weight domain (dense or streamed engine), not the log domain")
+        attr = "signed"
+    else:
+        reason = ("normalize=False: the unnormalized sum is run by the dense and streamed "
+                  "engines only")
+        attr = "unnormalized"
+    adapted = {}
+    for name, engine in engines.items():
+        if name in _WEIGHT_DOMAIN:
+            adapted[name] = WeightDomainEngine(name) if signed else engine
+        elif getattr(engine, attr, False):
+            adapted[name] = engine
+        else:
+            adapted[name] = _Refusing(engine, reason)
+    return adapted
+
+
+def check_options(job: Job, return_lse: bool) -> None:
+    """Refuse option combinations a signed kernel cannot honour."""
+    if return_lse and is_signed(job.kernel.kernel):
+        raise NadarayaError(
+            f"return_lse=True needs positive weights, but kernel {job.kernel.kernel!r} is "
+            "signed (its row sums can be zero or negative). Drop return_lse, or smooth a "
+            "column of ones with normalize=False to get the row sums themselves."
+        )
+
+
+def finish(job: Job, state: SmoothState, empty: str) -> torch.Tensor:
+    """The smoothed values ``(m, p)`` from an engine's state.
+
+    * normalized, log-domain: ``acc / total`` with the ``empty`` policy;
+    * unnormalized, log-domain: ``acc * exp(offset)``; a row with no weight
+      is the empty sum, 0, whatever ``empty`` says;
+    * unnormalized, signed: ``acc`` (offset 0);
+    * normalized, signed: ``acc / total``, with rows whose signed sum is zero
+      handled by ``empty`` (``"nearest"``: the mean value of the keys with
+      the largest weight).
+    """
+    signed = isinstance(state, SignedState)
+    if job.normalize and not signed:
+        return apply_empty_policy(job, state, empty)
+    if not job.normalize:
+        if signed:
+            return state.acc
+        scale = torch.exp(state.offset)
+        if bool(torch.isinf(scale).any()):
+            rows = torch.nonzero(torch.isinf(scale)).flatten()
+            raise NadarayaError(
+                f"normalize=False: the unnormalized sums of {_describe(rows, job.m)} overflow "
+                f"{str(job.dtype).replace('torch.', '')} (log of the row sum up to "
+                f"{float(state.lse[rows].max()):.4g}). Rescale the kernel (a smaller scale or "
+                "a larger bandwidth), or use normalize=True with return_lse=True for the log "
+                "of the row sums."
+            )
+        return state.acc * scale[:, None]
+    out = state.acc / state.total[:, None]
+    rows = torch.nonzero(state.empty_rows).flatten()
+    if rows.numel() == 0:
+        return out
+    if empty == "raise":
+        raise NadarayaError(
+            f"{_describe(rows, job.m)} have a signed weight sum of zero (to rounding), so "
+            "normalize=True cannot divide by it. Use normalize=False, or pass empty='nan' "
+            "(NaN there) or empty='nearest' (the value of the key with the largest weight)."
+        )
+    out = out.clone()
+    if empty == "nan":
+        out[rows] = torch.nan
+        return out
+    values, lost = _nearest(job, rows)
+    if lost.numel():
+        raise NadarayaError(
+            f"empty='nearest' cannot help {_describe(lost, job.m)}: the mask hides every key "
+            "from them. Relax the mask or pass empty='nan'."
+        )
+    out[rows] = values
+    return out
