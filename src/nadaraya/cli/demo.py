@@ -1,0 +1,225 @@
+"""Smooth the shipped motorcycle crash data with every engine and compare them.
+
+Loads the mcycle data (Silverman 1985: head acceleration `accel` in g against
+`times` in ms after impact), smooths accel over times with each engine that can
+run the problem, and prints per engine whether it is the automatic choice, its
+best time and its largest difference to the float64 dense engine (the
+reference), then nadaraya.explain() for the automatic choice. With --out, the
+smoothed values of the automatic choice are written to a CSV file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._errors import NadarayaError
+
+__all__ = ["add_arguments", "run"]
+
+
+_RULES = ("loo", "silverman", "scott")
+
+
+def _bandwidth(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        if text.lower() not in _RULES:
+            raise argparse.ArgumentTypeError(
+                f"expected a number of ms or one of {', '.join(_RULES)}; got {text!r}"
+            ) from None
+        return text.lower()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``nadaraya demo`` to ``parser``."""
+    parser.add_argument("--kernel", default="gaussian", metavar="NAME",
+                        help="kernel name: gaussian (default), laplacian, cauchy, epanechnikov, "
+                             "tricube or uniform")
+    parser.add_argument("--bandwidth", type=_bandwidth, default="loo", metavar="H",
+                        help="bandwidth in ms; or 'loo' (default): the value with the least "
+                             "leave-one-out squared error on a grid; or the rule 'silverman' "
+                             "or 'scott'")
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                        help="precision the engines compute in (default float64)")
+    parser.add_argument("--grid", type=_positive_int, metavar="N",
+                        help="smooth at N evenly spaced times instead of the measured times")
+    parser.add_argument("--empty", choices=("raise", "nan", "nearest"), default="raise",
+                        help="policy for a time that sees no measurement with weight "
+                             "(default raise)")
+    parser.add_argument("--repeat", type=_positive_int, default=5, metavar="R",
+                        help="time each engine as the best of R runs (default 5)")
+    parser.add_argument("--out", type=Path, metavar="CSV",
+                        help="write times and smoothed accel (automatic engine) to this CSV file")
+
+
+def _check_out(out: Path, inputs: Sequence[Path]) -> None:
+    if out.is_dir():
+        raise NadarayaError(f"--out {out} is a directory; give a file name such as {out}/fit.csv.")
+    for source in inputs:
+        if out.resolve() == source.resolve() or (out.exists() and os.path.samefile(out, source)):
+            raise NadarayaError(
+                f"--out {out} is the input data file; write the results to another path."
+            )
+
+
+def write_csv(path: Path, header: Sequence[str], columns: Sequence[Any]) -> None:
+    """Write columns of numbers to ``path`` atomically (temporary file, then rename).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        Destination; its folder is created if missing. A reader sees either the
+        old file or the complete new one, never a partial file.
+    header : sequence of str
+        Column names.
+    columns : sequence of array-like, each of shape (n_rows,)
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    import numpy as np
+
+    arrays = [np.asarray(c).ravel() for c in columns]
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(",".join(header) + "\n")
+            for row in zip(*arrays, strict=True):
+                f.write(",".join(str(v) for v in row) + "\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _best_time(fn: Any, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _loo_bandwidth(times: Any, y: Any, kernel: str, n_grid: int = 25) -> tuple[float, str]:
+    """Bandwidth with the least leave-one-out squared error on a log-spaced grid."""
+    import numpy as np
+
+    import nadaraya
+
+    span = float(times.max() - times.min())
+    grid = np.geomspace(span / 100, span / 4, n_grid)
+    errors = []
+    for h in grid:
+        fit = nadaraya.smooth(times, times, y, kernel, "leave-one-out", bandwidth=h, empty="nan")
+        errors.append(np.mean((fit - y) ** 2) if np.all(np.isfinite(fit)) else np.inf)
+    if not np.isfinite(np.min(errors)):
+        raise NadarayaError(
+            f"--bandwidth loo: with kernel {kernel!r} every bandwidth up to {grid[-1]:.3g} leaves "
+            "some measurement without neighbours; give --bandwidth as a number."
+        )
+    best = int(np.argmin(errors))
+    return float(grid[best]), (f"the least leave-one-out squared error among {n_grid} values "
+                               f"from {grid[0]:.3g} to {grid[-1]:.3g} ms")
+
+
+def _relative_difference(fit: Any, reference: Any, scale: float) -> float:
+    """``max |fit - reference| / scale``; NaN (``--empty nan``) only where the reference has it."""
+    import numpy as np
+
+    fit = np.asarray(fit, dtype=np.float64)
+    gaps = np.isnan(reference)
+    if not np.array_equal(np.isnan(fit), gaps):
+        return float("inf")
+    return float(np.max(np.abs(fit[~gaps] - reference[~gaps]), initial=0.0)) / scale
+
+
+def _refusal(exc: NadarayaError, reason: str | None) -> str:
+    if reason and reason.startswith("cannot run"):
+        return reason
+    return f"cannot run: {exc}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``nadaraya demo``; returns the exit status."""
+    import numpy as np
+    import torch
+
+    import nadaraya
+    from nadaraya.bandwidth import resolve_bandwidth
+    from nadaraya.datasets import data_path, load_mcycle
+    from nadaraya.engine import ENGINES
+
+    if args.out is not None:
+        _check_out(args.out, [data_path("mcycle")])
+    X, y = load_mcycle(return_X_y=True)
+    times = X[:, 0]
+    if args.grid:
+        queries = np.linspace(times.min(), times.max(), args.grid)
+        where = f"{args.grid} evenly spaced times"
+    else:
+        queries = times.copy()
+        where = f"the {len(times)} measured times"
+    if args.bandwidth == "loo":
+        h, why = _loo_bandwidth(times, y, args.kernel)
+    else:
+        h = resolve_bandwidth(args.bandwidth, torch.from_numpy(X), args.kernel)
+        why = "given with --bandwidth"
+        if isinstance(h, torch.Tensor):
+            h, why = float(h[0]), f"{args.bandwidth.capitalize()}'s rule"
+    options = {"kernel": args.kernel, "bandwidth": h, "empty": args.empty}
+    reference = nadaraya.smooth(queries, times, y, engine="dense", **options)
+    scale = float(np.nanmax(np.abs(reference), initial=0.0)) or 1.0
+    dt = np.dtype(args.dtype)
+    q, k, v = queries.astype(dt), times.astype(dt), y.astype(dt)
+    auto = nadaraya.explain(q, k, v, args.kernel, bandwidth=h)
+
+    print("nadaraya demo: motorcycle crash data (Silverman 1985; R's MASS::mcycle)")
+    print(f"  {len(times)} measurements, times (ms) -> accel (g), smoothed at {where}")
+    print(f"  kernel {args.kernel}, {args.dtype}, bandwidth {h:.4g} ms: {why}")
+    print()
+    print(f"{'engine':<11}{'auto':<6}{f'best of {args.repeat}':>12}  rel. diff")
+    fits: dict[str, Any] = {}
+    for name in ENGINES:
+        mark = "yes" if name == auto.engine else ""
+        try:
+            fits[name] = nadaraya.smooth(q, k, v, engine=name, **options)
+        except NadarayaError as exc:
+            reason = _refusal(exc, auto.reasons.get(name))
+            print(f"{name:<11}{mark:<6}{'-':>12}  {'-':<10}{reason}")
+            continue
+        seconds = _best_time(lambda n=name: nadaraya.smooth(q, k, v, engine=n, **options),
+                             args.repeat)
+        diff = _relative_difference(fits[name], reference, scale)
+        print(f"{name:<11}{mark:<6}{seconds * 1e3:>9.3f} ms  {diff:.2g}")
+    print("rel. diff = max |fit - reference| / max |reference|; "
+          "reference = dense engine in float64")
+    print()
+    print(f"nadaraya.explain() for the automatic choice, {auto.engine!r}:")
+    print(auto)
+    if args.out is not None:
+        fit = fits.get(auto.engine)
+        if fit is None:
+            fit = nadaraya.smooth(q, k, v, **options)
+        header, columns = ["times", "fit"], [queries, fit]
+        if not args.grid:
+            header, columns = ["times", "accel", "fit"], [queries, y, fit]
+        write_csv(args.out, header, columns)
+        print()
+        print(f"wrote {len(queries)} rows ({', '.join(header)}) to {args.out}")
+    return 0
