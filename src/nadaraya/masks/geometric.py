@@ -94,7 +94,6 @@ class KNearest(Mask):
             index[order] = np.asarray(found, dtype=np.int64).reshape(p.n_queries, k)
         idx = torch.from_numpy(index).to(p.queries.device)
         bound.state["index"] = idx
-        bound.state["sorted"] = torch.sort(idx, dim=1).values
 
     def _block(self, bound: BoundMask, rows: slice, cols: slice) -> torch.Tensor:
         idx: torch.Tensor = bound.state["index"][rows]  # type: ignore[index]
@@ -106,6 +105,8 @@ class KNearest(Mask):
         return out
 
     def _pairs(self, bound: BoundMask, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        if "sorted" not in bound.state:  # sorted rows, made on first use
+            bound.state["sorted"] = torch.sort(bound.state["index"], dim=1).values
         table: torch.Tensor = bound.state["sorted"][rows]  # type: ignore[index]
         if table.shape[1] == 0:
             return torch.zeros_like(index, dtype=torch.bool)
