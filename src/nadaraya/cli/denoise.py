@@ -1,7 +1,7 @@
 """Denoise an image file with non-local means, the bilateral filter or kernel regression.
 
 Reads IN (PNG, JPEG, TIFF, ...; gray or colour), removes additive Gaussian
-noise and writes OUT in the same format family. The noise level --sigma is in
+noise and writes OUT (format from its extension). The noise level --sigma is in
 the file's units (0-255 for 8-bit images) and is estimated when not given.
 OUT must differ from IN: the input is never overwritten.
 
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("output", metavar="OUT", help="file to write the denoised image to")
     parser.add_argument("--method", choices=_METHODS, default="nlm",
                         help="nlm (non-local means, default), bilateral, skr (steering kernel "
-                             "regression) or kr (classic kernel regression, order 2)")
+                             "regression) or kr (classic kernel regression)")
     parser.add_argument("--sigma", type=_positive, metavar="S",
                         help="noise standard deviation in the image's units (0-255 for 8-bit "
                              "files); estimated from the image when not given")

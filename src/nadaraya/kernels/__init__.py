@@ -16,6 +16,7 @@ from ._base import BoundKernel, Kernel, ProductKernel, SumKernel
 from .custom import CallableKernel
 from .dot import ExpDot
 from .linear import LinearKernel, SignedKernel
+from .quadratic import QuadraticKernel
 from .radial import Cauchy, Epanechnikov, Gaussian, Laplacian, RadialKernel, Tricube, Uniform
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Laplacian",
     "LinearKernel",
     "ProductKernel",
+    "QuadraticKernel",
     "RadialKernel",
     "SignedKernel",
     "SumKernel",

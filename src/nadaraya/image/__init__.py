@@ -1,0 +1,40 @@
+"""Image denoising and reconstruction as kernel smoothing on the grid engine.
+
+Every filter here is one kernel, ``K(t_i, t_j) = exp(-(t_i - t_j)^T Q (t_i - t_j))``
+over augmented vectors ``t = [position; pixel value or patch]``, with its own
+``Q`` (see :mod:`nadaraya.kernels.quadratic`):
+
+* :func:`kernel_regression`: ``Q_x = I / (2 h^2)`` (classic, order 0 or 2);
+* :func:`bilateral`: ``Q_x = I / (2 s_x^2)``, ``Q_y = I / (2 s_y^2)``;
+* :func:`non_local_means`: ``Q_x = 0``, ``Q_y`` = patch weights / ``h^2``;
+* :func:`steering_kernel_regression`: ``Q_x = C_j / (2 h^2)`` from local gradients;
+* :func:`reconstruct`: kernel regression from scattered samples;
+* :func:`denoise`: any of them with parameters set from the noise level,
+  estimated by :func:`estimate_noise` when not given.
+
+Images are ``(height, width)`` or ``(height, width, channels)``, uint8 or
+float, NumPy or torch (CUDA tensors stay on the GPU); results have the input's
+dtype and range.
+"""
+
+from __future__ import annotations
+
+from .bilateral import bilateral
+from .denoise import denoise
+from .metrics import psnr
+from .nlm import non_local_means
+from .noise import estimate_noise
+from .reconstruct import reconstruct
+from .regression import kernel_regression
+from .steering import steering_kernel_regression
+
+__all__ = [
+    "bilateral",
+    "denoise",
+    "estimate_noise",
+    "kernel_regression",
+    "non_local_means",
+    "psnr",
+    "reconstruct",
+    "steering_kernel_regression",
+]

@@ -1,0 +1,87 @@
+"""One entry point for every filter, with parameters set from the noise level."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._errors import NadarayaError
+from ._io import as_image, check_positive, data_range_of
+
+__all__ = ["METHODS", "denoise", "recipe"]
+
+METHODS = ("nlm", "bilateral", "skr", "kr")
+
+
+def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, Any]:
+    """Parameters of ``method`` for Gaussian noise of standard deviation ``sigma``.
+
+    Fitted on scikit-image's ``camera`` at sigma = 10, 25 and 50 (0-255
+    scale) by ``benchmarks/bench_image.py`` (the best PSNR of its sweeps).
+
+    Parameters
+    ----------
+    method : {"nlm", "bilateral", "skr", "kr"}
+    sigma : float
+        Noise standard deviation, in the image's units.
+    data_range : float, default 255.0
+        The image's full scale (255 for uint8, 1.0 for floats in [0, 1]):
+        parameters in pixels depend on the noise level on the 0-255 scale.
+
+    Returns
+    -------
+    dict
+        Keyword arguments of the method's function.
+    """
+    sigma = check_positive(sigma, "sigma", "Pass the noise standard deviation.")
+    s255 = sigma * 255.0 / check_positive(data_range, "data_range")
+    if method == "nlm":
+        return {"h": 0.75 * sigma, "sigma": 1.15 * sigma, "patch_size": 7, "search_radius": 7}
+    if method == "bilateral":
+        return {"sigma_space": 2.5, "sigma_color": 2.5 * sigma}
+    if method == "kr":
+        return {"h": 0.55 + 0.023 * min(s255, 100.0), "order": 0}
+    if method == "skr":
+        h = 0.75 + 0.065 * min(s255, 100.0)
+        return {"h": h, "iterations": 2, "order": 0, "window": 3, "lambda_elongation": 10.0,
+                "initial_h": 2.0, "radius": math.ceil(2.5 * h)}
+    raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
+
+
+def denoise(image: Any, method: str = "nlm", sigma: float | None = None,
+            **overrides: Any) -> Any:
+    """Denoise with ``method``, its parameters set from the noise level.
+
+    Parameters
+    ----------
+    image : array-like or torch.Tensor of shape (height, width) or (height, width, channels)
+        uint8 or float.
+    method : {"nlm", "bilateral", "skr", "kr"}, default "nlm"
+        Non-local means, bilateral filter, steering kernel regression or
+        classic kernel regression.
+    sigma : float, optional
+        Noise standard deviation in the image's units; estimated with
+        :func:`estimate_noise` when not given.
+    **overrides
+        Keyword arguments passed on to the method's function instead of the
+        recipe's values (see :func:`recipe`).
+
+    Returns
+    -------
+    ndarray or torch.Tensor
+        Same shape, dtype and range as ``image``.
+    """
+    from . import bilateral, kernel_regression, non_local_means, steering_kernel_regression
+    from .noise import estimate_noise
+
+    if method not in METHODS:
+        raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
+    if sigma is None:
+        sigma = estimate_noise(image)
+        if not sigma > 0:
+            as_image(image)
+            return image
+    params = {**recipe(method, sigma, data_range_of(as_image(image))), **overrides}
+    function = {"nlm": non_local_means, "bilateral": bilateral,
+                "skr": steering_kernel_regression, "kr": kernel_regression}[method]
+    return function(image, **params)
