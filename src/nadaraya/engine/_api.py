@@ -195,7 +195,7 @@ def explain(
     >>> import numpy as np, nadaraya
     >>> x = np.linspace(0, 1, 10)
     >>> nadaraya.explain(x, x, x, bandwidth=0.1).engine
-    'streamed'
+    'fused'
     """
     job, _ = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)
