@@ -10,7 +10,9 @@ Tasks (the engine issue):
 * ``knn``: uniform kernel + ``KNearest(32)``, n = m = 1e6, d = 2, against
   scikit-learn ``KNeighborsRegressor``; and the Epanechnikov kernel with a
   bandwidth holding about 32 keys.
-* ``big``: the 1-D task at n = m = 1e6 for nadaraya alone (time, peak memory).
+* ``big``: the 1-D task with n = 1e6 keys for nadaraya alone: time and peak
+  memory for ``--big-queries`` of the queries (all 1e6 by default; fewer
+  give the time per query, and the full time is that times 1e6).
 
 Every measurement runs in a fresh subprocess (peak memory is that process's
 peak resident set, shown beside the resident set after imports and data),
@@ -65,10 +67,12 @@ def make_data(task: str, n: int, dtype: str) -> tuple[np.ndarray, np.ndarray, fl
 
 
 # -- methods (run inside the worker) ----------------------------------------------
-def ours(x: np.ndarray, y: np.ndarray, h: float, kind: str) -> tuple[np.ndarray, str]:
+def ours(x: np.ndarray, y: np.ndarray, h: float, kind: str,
+         queries: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     import nadaraya
     from nadaraya.masks import KNearest
 
+    q = x if queries is None else queries
     if kind == "knn":
         args: tuple[Any, ...] = ("uniform", KNearest(32))
         kw: dict[str, Any] = {"bandwidth": 1e30}
@@ -76,8 +80,8 @@ def ours(x: np.ndarray, y: np.ndarray, h: float, kind: str) -> tuple[np.ndarray,
         args, kw = ("epanechnikov",), {"bandwidth": h}
     else:
         args, kw = ("gaussian",), {"bandwidth": h}
-    engine = nadaraya.explain(x, x, y, *args, **kw).engine
-    return nadaraya.smooth(x, x, y, *args, **kw, empty="nearest"), engine
+    engine = nadaraya.explain(q, x, y, *args, **kw).engine
+    return nadaraya.smooth(q, x, y, *args, **kw, empty="nearest"), engine
 
 
 def statsmodels_kernelreg(x: np.ndarray, y: np.ndarray, h: float) -> np.ndarray:
@@ -136,11 +140,24 @@ PEERS = {
 }
 
 
-def worker(method: str, task: str, n: int, dtype: str, out_path: str) -> None:
+def worker(method: str, task: str, n: int, dtype: str, out_path: str,
+           n_queries: int | None = None) -> None:
     """Run one measurement and print a JSON line."""
     import torch  # noqa: F401  (import cost outside the timing)
 
     x, y, h = make_data(task, n, dtype)
+    if n_queries is not None and task == "big":
+        big_queries = x[:n_queries]
+        result, engine = ours(x[:64], y[:64], h, "gaussian")  # warm-up
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        t0 = time.perf_counter()
+        result, engine = ours(x, y, h, "gaussian", queries=big_queries)
+        elapsed = time.perf_counter() - t0
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        np.save(out_path, np.asarray(result, dtype=np.float64))
+        print(json.dumps({"time": elapsed, "peak_mb": peak, "base_mb": base,
+                          "engine": f"{engine}, {n_queries} queries"}))
+        return
     xs, ys, _ = make_data(task, 64, dtype)
     kind = {"knn": "knn", "compact": "compact"}.get(method.split(":")[-1], "gaussian")
     run = (lambda a, b: ours(a, b, h if a is x else max(h, 0.3), kind)) if method.startswith(
@@ -157,9 +174,10 @@ def worker(method: str, task: str, n: int, dtype: str, out_path: str) -> None:
 
 # -- driver -------------------------------------------------------------------
 def measure(method: str, task: str, n: int, dtype: str, timeout: float,
-            tmp: Path) -> dict[str, Any]:
+            tmp: Path, n_queries: int | None = None) -> dict[str, Any]:
     out = tmp / f"{method.replace(':', '_')}_{task}_{n}_{dtype}.npy"
-    cmd = [sys.executable, __file__, "--worker", method, task, str(n), dtype, str(out)]
+    cmd = [sys.executable, __file__, "--worker", method, task, str(n), dtype, str(out),
+           str(n_queries or 0)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -175,7 +193,7 @@ def measure(method: str, task: str, n: int, dtype: str, timeout: float,
 
 
 def run_task(task: str, sizes: list[int], peers: list[str], cap: float,
-             tmp: Path) -> list[dict[str, Any]]:
+             tmp: Path, big_queries: int | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if task == "big":
         plan = [("nadaraya", "float32"), ("nadaraya", "float64")]
@@ -204,7 +222,8 @@ def run_task(task: str, sizes: list[int], peers: list[str], cap: float,
                     last[key] = (n, projected)
                     continue
             timeout = max(cap * 1.5, 60) if task != "big" else 3600
-            rec = measure(method, task, n, dtype, timeout, tmp)
+            rec = measure(method, task, n, dtype, timeout, tmp,
+                          big_queries if task == "big" else None)
             rec.update(task=task, n=n, method=method, dtype=dtype)
             if "result" in rec:
                 last[key] = (n, rec["time"])
@@ -248,11 +267,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peers", default=",".join(PEERS), help="peers to run")
     parser.add_argument("--cap", type=float, default=300.0,
                         help="skip a peer whose projected time exceeds this (s)")
-    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--big-queries", type=float, default=None,
+                        help="queries for the big task (default: all 1e6)")
+    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        method, task, n, dtype, out = args.worker
-        worker(method, task, int(float(n)), dtype, out)
+        method, task, n, dtype, out, nq = args.worker
+        worker(method, task, int(float(n)), dtype, out, int(nq) or None)
         return
     peers = args.peers.split(",")
     print("task  n        method            dtype         time     ratio  memory"
@@ -265,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit(f"unknown task {task!r}; choose from {TASKS}")
             sizes = args.sizes if task == "1d" else args.dim_sizes
             run_task(task, [int(float(s)) for s in sizes.split(",")], peers, args.cap,
-                     Path(tmp))
+                     Path(tmp), int(args.big_queries) if args.big_queries else None)
 
 
 if __name__ == "__main__":
