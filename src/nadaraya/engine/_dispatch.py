@@ -32,16 +32,17 @@ class Engine(Protocol):
 
 
 def _engines() -> dict[str, Engine]:
+    from ._autograd import AutogradEngine
     from ._dense import DenseEngine
     from ._fused import FusedEngine
     from ._neighbors import NeighborsEngine
     from ._streamed import StreamedEngine
 
     return {e.name: e for e in (NeighborsEngine(), FusedEngine(), StreamedEngine(),
-                                DenseEngine())}
+                                AutogradEngine(), DenseEngine())}
 
 
-ENGINES = ("neighbors", "fused", "streamed", "dense")
+ENGINES = ("neighbors", "fused", "streamed", "autograd", "dense")
 
 
 @dataclass

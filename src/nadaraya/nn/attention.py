@@ -1,0 +1,397 @@
+"""``KernelAttention``: ``torch.nn.MultiheadAttention`` with the kernel as a parameter."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .._errors import NadarayaError
+from ..masks import Causal, Mask, get_mask
+from .functional import kernel_attention
+from .kernels import AttentionKernel, get_attention_kernel
+
+__all__ = ["KernelAttention"]
+
+POSITIONAL = (None, "absolute", "product")
+
+
+class KernelAttention(nn.Module):
+    """Multi-head attention whose similarity is any kernel: a kernel smoother per head.
+
+    Usable where :class:`torch.nn.MultiheadAttention` is: the same forward
+    arguments and returns, and, untied, the same parameter names, so
+    ``KernelAttention(E, H).load_state_dict(mha.state_dict())`` works (or use
+    :meth:`from_multihead`). With ``kernel="softmax"`` it computes what
+    ``MultiheadAttention`` computes.
+
+    Parameters
+    ----------
+    embed_dim : int
+        Model dimension ``E``.
+    num_heads : int
+        Number of heads; ``embed_dim`` must be a multiple of it.
+    kernel : str or AttentionKernel, default "softmax"
+        ``"softmax"``, ``"rbf"``, ``"laplacian"``, ``"polynomial"``,
+        ``"linear"``, ``"cosine"``, or a kernel object (shared by the heads).
+    tie_qk : bool, default False
+        Use one projection for queries and keys (``W_q = W_k``): the kernel
+        becomes symmetric, ``K(x_i, x_j) = K(x_j, x_i)``.
+    positional : {None, "absolute", "product"}, default None
+        Tsai et al.'s two ways to use token positions. ``"absolute"`` adds a
+        learned embedding ``t`` to the inputs (``x = f + t``, values included);
+        ``"product"`` multiplies the content kernel by a kernel on positions,
+        ``k_F(f_q W_q, f_k W_k) * k_P(t_q P_q, t_k P_k)``, values from the
+        content only.
+    batch_first : bool, default True
+        Inputs are ``(batch, length, E)`` (else ``(length, batch, E)``).
+    dropout : float, default 0.0
+        Dropout on the attention weights during training.
+    bias : bool, default True
+        Biases on the input and output projections.
+    kdim, vdim : int, optional
+        Feature sizes of keys and values (``embed_dim`` by default).
+    mask : Mask, str or callable, optional
+        A :mod:`nadaraya.masks` mask applied in every call (``Window(16)``,
+        ``KNearest(8)``, ``"causal"``...).
+    scale : float, optional
+        The kernel's scale (``1 / sqrt(head_dim)`` by default).
+    learn_scale : bool, default False
+        Train one scale per head (stored behind a positive transform).
+    max_len : int, default 512
+        Longest sequence with ``positional`` set.
+    positional_kernel : str, default "softmax"
+        ``k_P`` of the product positional kernel.
+    empty : {"zero", "nan", "raise"}, default "zero"
+        Output of a query that sees no key.
+    engine : {"auto", "fused", "streamed", "dense"}, default "auto"
+        How the smoothing is computed (see
+        :func:`nadaraya.nn.functional.explain_attention`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nadaraya.nn import KernelAttention
+    >>> attn = KernelAttention(16, 4, kernel="rbf")
+    >>> x = torch.randn(2, 5, 16)
+    >>> out, w = attn(x, x, x)
+    >>> out.shape, w.shape
+    (torch.Size([2, 5, 16]), torch.Size([2, 5, 5]))
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        kernel: str | AttentionKernel = "softmax",
+        *,
+        tie_qk: bool = False,
+        positional: str | None = None,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bias: bool = True,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        mask: Mask | str | Any = None,
+        scale: float | None = None,
+        learn_scale: bool = False,
+        max_len: int = 512,
+        positional_kernel: str | AttentionKernel = "softmax",
+        empty: str = "zero",
+        engine: str = "auto",
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads),
+                          ("max_len", max_len)):
+            if not isinstance(val, int) or val < 1:
+                raise NadarayaError(f"{name} must be a positive integer; got {val!r}.")
+        if embed_dim % num_heads:
+            raise NadarayaError(
+                f"embed_dim ({embed_dim}) must be a multiple of num_heads ({num_heads}); "
+                "change one so that each head gets embed_dim // num_heads features."
+            )
+        if positional not in POSITIONAL:
+            raise NadarayaError(f"positional must be None, 'absolute' or 'product'; "
+                                f"got {positional!r}.")
+        if not (isinstance(dropout, int | float) and 0.0 <= dropout < 1.0):
+            raise NadarayaError(f"dropout must be in [0, 1); got {dropout!r}.")
+        kw = {"device": device, "dtype": dtype}
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self.tie_qk = tie_qk
+        if tie_qk and self.kdim != embed_dim:
+            raise NadarayaError(f"tie_qk=True needs kdim == embed_dim (one projection for "
+                                f"queries and keys); got kdim={self.kdim}.")
+        self.positional = positional
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.max_len = max_len
+        self.empty = empty
+        self.engine = engine
+        self.mask = get_mask(mask)
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        E = embed_dim
+        if tie_qk:
+            self.qk_proj_weight = nn.Parameter(torch.empty(E, E, **kw))
+            self.v_proj_weight = nn.Parameter(torch.empty(E, self.vdim, **kw))
+            self.register_parameter("in_proj_weight", None)
+            nbias = 2 * E
+        elif self._qkv_same_embed_dim:
+            self.in_proj_weight = nn.Parameter(torch.empty(3 * E, E, **kw))
+            nbias = 3 * E
+        else:
+            self.q_proj_weight = nn.Parameter(torch.empty(E, E, **kw))
+            self.k_proj_weight = nn.Parameter(torch.empty(E, self.kdim, **kw))
+            self.v_proj_weight = nn.Parameter(torch.empty(E, self.vdim, **kw))
+            self.register_parameter("in_proj_weight", None)
+            nbias = 3 * E
+        self.in_proj_bias = nn.Parameter(torch.empty(nbias, **kw)) if bias else None
+        self.out_proj = nn.Linear(E, E, bias=bias, **kw)
+        heads = num_heads if learn_scale else None
+        content = get_attention_kernel(kernel, scale=scale, learnable=learn_scale, heads=heads)
+        if positional is not None:
+            self.pos_embedding = nn.Parameter(torch.empty(max_len, E, **kw))
+        if positional == "product":
+            self.pos_q_weight = nn.Parameter(torch.empty(E, E, **kw))
+            self.pos_k_weight = (self.pos_q_weight if tie_qk else
+                                 nn.Parameter(torch.empty(E, E, **kw)))
+            pos = get_attention_kernel(positional_kernel, learnable=learn_scale, heads=heads)
+            hd = self.head_dim
+            self.kernel: AttentionKernel = (content.on(slice(0, hd)) *  # type: ignore[assignment]
+                                            pos.on(slice(hd, 2 * hd)))
+        else:
+            self.kernel = content
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        for name in ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight",
+                     "qk_proj_weight", "pos_q_weight", "pos_k_weight"):
+            p = getattr(self, name, None)
+            if p is not None:
+                nn.init.xavier_uniform_(p)
+        if self.in_proj_bias is not None:
+            nn.init.zeros_(self.in_proj_bias)
+        if self.out_proj.bias is not None:
+            nn.init.zeros_(self.out_proj.bias)
+        if self.positional is not None:
+            nn.init.normal_(self.pos_embedding, std=0.02)
+
+    @classmethod
+    def from_multihead(cls, mha: nn.MultiheadAttention,
+                       kernel: str | AttentionKernel = "softmax", **kwargs: Any) -> KernelAttention:
+        """A ``KernelAttention`` carrying the weights of a ``MultiheadAttention``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        >>> attn = KernelAttention.from_multihead(mha)
+        >>> x = torch.randn(1, 3, 8)
+        >>> torch.allclose(attn(x, x, x)[0], mha(x, x, x)[0], atol=1e-6)
+        True
+        """
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise NadarayaError("MultiheadAttention with add_bias_kv or add_zero_attn has no "
+                                "KernelAttention equivalent; build it without them.")
+        attn = cls(mha.embed_dim, mha.num_heads, kernel, batch_first=mha.batch_first,
+                   dropout=mha.dropout, bias=mha.in_proj_bias is not None, kdim=mha.kdim,
+                   vdim=mha.vdim, device=mha.out_proj.weight.device,
+                   dtype=mha.out_proj.weight.dtype, **kwargs)
+        missing, unexpected = attn.load_state_dict(mha.state_dict(), strict=False)
+        own = {n for n, _ in attn.named_parameters() if n.startswith(("kernel.", "pos_"))}
+        if unexpected or set(missing) - own:
+            raise NadarayaError(f"could not carry the weights over: missing {missing}, "
+                                f"unexpected {unexpected}.")
+        return attn
+
+    # -- projections -----------------------------------------------------------
+    def _weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        E = self.embed_dim
+        if self.tie_qk:
+            return self.qk_proj_weight, self.qk_proj_weight, self.v_proj_weight
+        if self.in_proj_weight is not None:
+            w = self.in_proj_weight
+            return w[:E], w[E:2 * E], w[2 * E:]
+        return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+
+    def _biases(self) -> tuple[torch.Tensor | None, ...]:
+        b, E = self.in_proj_bias, self.embed_dim
+        if b is None:
+            return None, None, None
+        if self.tie_qk:
+            return b[:E], b[:E], b[E:]
+        return b[:E], b[E:2 * E], b[2 * E:]
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, L, _ = x.shape
+        return x.reshape(B, L, self.num_heads, -1).transpose(1, 2)
+
+    def _positions(self, n: int, name: str) -> torch.Tensor:
+        if n > self.max_len:
+            raise NadarayaError(f"{name} has length {n}, beyond max_len={self.max_len} of the "
+                                "positional embedding; build the module with a larger max_len.")
+        return self.pos_embedding[:n]
+
+    # -- masks ------------------------------------------------------------------
+    def _bias(self, key_padding_mask: torch.Tensor | None, attn_mask: torch.Tensor | None,
+              B: int, L: int, S: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """MultiheadAttention's masks (bool: True hides) as additive log-weights."""
+        out = None
+        if key_padding_mask is not None:
+            if tuple(key_padding_mask.shape) != (B, S):
+                raise NadarayaError(
+                    f"key_padding_mask must have shape (batch, source length) = {(B, S)}; got "
+                    f"{tuple(key_padding_mask.shape)}. True marks a padding key to ignore."
+                )
+            out = _additive(key_padding_mask, dtype)[:, None, None, :]
+        if attn_mask is not None:
+            H = self.num_heads
+            if attn_mask.dim() == 2 and tuple(attn_mask.shape) == (L, S):
+                m = _additive(attn_mask, dtype)
+            elif attn_mask.dim() == 3 and tuple(attn_mask.shape) == (B * H, L, S):
+                m = _additive(attn_mask, dtype).reshape(B, H, L, S)
+            else:
+                raise NadarayaError(
+                    f"attn_mask must have shape (L, S) = {(L, S)} or (batch * num_heads, L, S) "
+                    f"= {(B * H, L, S)}; got {tuple(attn_mask.shape)}. In this module (as in "
+                    "nn.MultiheadAttention) a True entry hides a key."
+                )
+            out = m if out is None else out + m
+        return out
+
+    # -- forward ------------------------------------------------------------------
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: torch.Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+        *,
+        mask: Mask | str | Any = None,
+        attn_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key`` and ``value``, as ``MultiheadAttention.forward``.
+
+        Parameters
+        ----------
+        query : torch.Tensor of shape (B, L, E), (L, B, E) or (L, E)
+        key : torch.Tensor of shape (B, S, kdim), (S, B, kdim) or (S, kdim)
+        value : torch.Tensor of shape (B, S, vdim), (S, B, vdim) or (S, vdim)
+        key_padding_mask : torch.Tensor of shape (B, S), optional
+            True (or -inf) marks keys to ignore.
+        need_weights : bool, default True
+            Also return the attention weights (materialised).
+        attn_mask : torch.Tensor of shape (L, S) or (B * num_heads, L, S), optional
+            True (or -inf) hides a key from a query; floats are added.
+        average_attn_weights : bool, default True
+            Average the returned weights over heads.
+        is_causal : bool, default False
+            Query ``i`` sees keys ``j <= i`` (applied when ``attn_mask`` is None;
+            otherwise a hint, as in ``MultiheadAttention``).
+        mask : Mask, str or callable, optional
+            A further :mod:`nadaraya.masks` mask for this call.
+        attn_bias : torch.Tensor, optional
+            Additive log-weights broadcastable to ``(B, num_heads, L, S)``
+            (``scaled_dot_product_attention``'s float ``attn_mask``; Hugging
+            Face's extended attention masks).
+
+        Returns
+        -------
+        attn_output : torch.Tensor shaped like ``query``
+        attn_weights : torch.Tensor of shape (B, L, S) or (B, H, L, S), or None
+        """
+        unbatched = query.dim() == 2
+        for name, t, dim in (("query", query, self.embed_dim), ("key", key, self.kdim),
+                             ("value", value, self.vdim)):
+            if t.dim() != (2 if unbatched else 3):
+                raise NadarayaError(
+                    f"{name} must be {'(L, E)' if unbatched else '(batch, L, E)'} like query "
+                    f"(batch_first={self.batch_first}); got shape {tuple(t.shape)}."
+                )
+            if t.shape[-1] != dim:
+                raise NadarayaError(f"{name} has {t.shape[-1]} features but this module expects "
+                                    f"{dim}; check embed_dim/kdim/vdim.")
+        if unbatched:
+            query, key, value = query[None], key[None], value[None]
+            if key_padding_mask is not None and key_padding_mask.dim() == 1:
+                key_padding_mask = key_padding_mask[None]
+        elif not self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        B, L, _ = query.shape
+        S = key.shape[1]
+        if key.shape[0] != B or value.shape[0] != B or value.shape[1] != S:
+            raise NadarayaError(
+                f"query, key and value must share the batch size and key and value the "
+                f"length; got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)} "
+                f"(batch_first={self.batch_first})."
+            )
+        if self.positional == "absolute":
+            query = query + self._positions(L, "query")
+            key = key + self._positions(S, "key")
+            value = value + self._positions(S, "value")
+        wq, wk, wv = self._weights()
+        bq, bk, bv = self._biases()
+        q = self._heads(F.linear(query, wq, bq))
+        k = self._heads(F.linear(key, wk, bk))
+        v = self._heads(F.linear(value, wv, bv))
+        if self.positional == "product":
+            tq = self._heads(F.linear(self._positions(L, "query"), self.pos_q_weight)[None])
+            tk = self._heads(F.linear(self._positions(S, "key"), self.pos_k_weight)[None])
+            q = torch.cat([q, tq.expand(B, -1, -1, -1)], -1)
+            k = torch.cat([k, tk.expand(B, -1, -1, -1)], -1)
+        bias = self._bias(key_padding_mask, attn_mask, B, L, S, q.dtype)
+        if attn_bias is not None:
+            bias = attn_bias.to(q.dtype) if bias is None else bias + attn_bias.to(q.dtype)
+        engine_mask = self.mask
+        extra = get_mask(mask)
+        if extra is not None:
+            engine_mask = extra if engine_mask is None else engine_mask & extra
+        if is_causal and attn_mask is None:
+            engine_mask = Causal() if engine_mask is None else engine_mask & Causal()
+        result = kernel_attention(
+            q, k, v, self.kernel, engine_mask, attn_mask=bias,
+            dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights,
+            engine="dense" if need_weights else self.engine, empty=self.empty)
+        out, weights = result if need_weights else (result, None)
+        out = self.out_proj(out.transpose(1, 2).reshape(B, L, self.embed_dim))
+        if weights is not None and average_attn_weights:
+            weights = weights.mean(dim=1)
+        if unbatched:
+            out = out[0]
+            weights = weights[0] if weights is not None else None
+        elif not self.batch_first:
+            out = out.transpose(0, 1)
+        return out, weights
+
+    def extra_repr(self) -> str:
+        parts = [f"embed_dim={self.embed_dim}", f"num_heads={self.num_heads}"]
+        if self.tie_qk:
+            parts.append("tie_qk=True")
+        if self.positional:
+            parts.append(f"positional={self.positional!r}")
+        if self.mask is not None:
+            parts.append(f"mask={self.mask!r}")
+        return ", ".join(parts)
+
+
+def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """MultiheadAttention's convention: bool True hides (-inf); floats are added."""
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+            mask, -math.inf)
+    if not mask.is_floating_point():
+        raise NadarayaError(f"masks must be boolean (True hides) or floating (added); "
+                            f"got dtype {mask.dtype}.")
+    return mask.to(dtype)

@@ -1,0 +1,303 @@
+"""A tiny character-level transformer whose attention kernel is a parameter.
+
+Seed 002 reads a language model as next-token prediction by kernel smoothing:
+each position averages the values of the earlier positions, weighted by a
+kernel of query and key. :class:`TransformerLM` makes that kernel a choice
+(softmax, rbf, laplacian, polynomial, linear, cosine) and the use of position
+one of Tsai et al.'s two: ``"absolute"`` (learned embeddings added to the
+characters) or ``"product"`` (``k_F(f_q, f_k) * k_P(t_q, t_k)`` in every
+layer). :func:`train` fits it with a progress bar; checkpoints are
+safetensors files (tensors and a JSON config, no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .._errors import NadarayaError
+from .attention import KernelAttention
+
+__all__ = ["LMConfig", "TransformerLM", "evaluate", "load_checkpoint", "save_checkpoint",
+           "train"]
+
+
+@dataclass
+class LMConfig:
+    """Sizes and choices of a :class:`TransformerLM`."""
+
+    vocab_size: int
+    kernel: str = "softmax"
+    positional: str = "absolute"
+    d_model: int = 128
+    n_layers: int = 2
+    n_heads: int = 4
+    context: int = 128
+    dropout: float = 0.0
+    tie_qk: bool = False
+    alphabet: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Block(nn.Module):
+    def __init__(self, cfg: LMConfig) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.d_model)
+        self.attn = KernelAttention(
+            cfg.d_model, cfg.n_heads, cfg.kernel, tie_qk=cfg.tie_qk, dropout=cfg.dropout,
+            positional="product" if cfg.positional == "product" else None,
+            max_len=cfg.context, batch_first=True)
+        self.norm2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(),
+                                 nn.Linear(4 * cfg.d_model, cfg.d_model), nn.Dropout(cfg.dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(x)
+        a, _ = self.attn(h, h, h, need_weights=False, is_causal=True)
+        x = x + a
+        return x + self.mlp(self.norm2(x))
+
+
+class TransformerLM(nn.Module):
+    """Character language model: embeddings, kernel-attention blocks, a softmax head.
+
+    Parameters
+    ----------
+    config : LMConfig, optional
+        ``vocab_size``, ``kernel``, ``positional`` (``"absolute"``,
+        ``"product"`` or ``"none"``), ``d_model``, ``n_layers``, ``n_heads``,
+        ``context`` (longest input), ``dropout``, ``tie_qk``.
+    **options
+        The same fields as keywords, instead of ``config``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nadaraya.nn.lm import TransformerLM
+    >>> lm = TransformerLM(vocab_size=10, kernel="rbf", d_model=16, context=8)
+    >>> lm(torch.zeros(2, 8, dtype=torch.long)).shape
+    torch.Size([2, 8, 10])
+    """
+
+    def __init__(self, config: LMConfig | None = None, **options: Any) -> None:
+        super().__init__()
+        if config is None:
+            try:
+                config = LMConfig(**options)
+            except TypeError as exc:
+                raise NadarayaError(f"TransformerLM options: {exc}; the fields are those of "
+                                    "LMConfig (vocab_size is required).") from None
+        elif options:
+            raise NadarayaError("give either a config or keyword options, not both.")
+        if config.positional not in ("absolute", "product", "none"):
+            raise NadarayaError(f"positional must be 'absolute', 'product' or 'none'; "
+                                f"got {config.positional!r}.")
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        if config.positional == "absolute":
+            self.pos = nn.Parameter(torch.randn(config.context, config.d_model) * 0.02)
+        self.blocks = nn.ModuleList(_Block(config) for _ in range(config.n_layers))
+        self.norm = nn.LayerNorm(config.d_model)
+        self.head = nn.Linear(config.d_model, config.vocab_size)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Next-character logits ``(B, L, vocab_size)`` for ids ``(B, L)``."""
+        L = ids.shape[-1]
+        if L > self.config.context:
+            raise NadarayaError(f"input has {L} characters, beyond the model's context of "
+                                f"{self.config.context}; feed the last {self.config.context}.")
+        x = self.embed(ids)
+        if self.config.positional == "absolute":
+            x = x + self.pos[:L]
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+    @torch.no_grad()
+    def generate(self, ids: torch.Tensor, length: int, *, temperature: float = 1.0,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Continue ``ids`` ``(L,)`` by ``length`` sampled characters; returns ``(L + length,)``."""
+        if temperature <= 0:
+            raise NadarayaError(f"temperature must be > 0; got {temperature!r}.")
+        out = ids.clone()
+        for _ in range(length):
+            logits = self(out[-self.config.context:][None])[0, -1] / temperature
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+            out = torch.cat([out, nxt])
+        return out
+
+
+def _batch(data: np.ndarray, batch: int, context: int, rng: np.random.Generator,
+           device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    starts = rng.integers(0, data.size - context - 1, size=batch)
+    idx = starts[:, None] + np.arange(context + 1)[None, :]
+    chunk = torch.as_tensor(data[idx], device=device)
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+@torch.no_grad()
+def evaluate(model: TransformerLM, data: np.ndarray, *, max_chars: int | None = None,
+             batch: int = 32) -> float:
+    """Validation bits per character: non-overlapping windows of the model's context.
+
+    Every character after the first of each window is predicted from the
+    characters before it in the window.
+    """
+    was = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    C = model.config.context
+    usable = data if max_chars is None else data[:max_chars]
+    n_win = (usable.size - 1) // C
+    if n_win < 1:
+        raise NadarayaError(f"need more than {C + 1} characters to evaluate; got {usable.size}.")
+    total, count = 0.0, 0
+    for s in range(0, n_win, batch):
+        starts = np.arange(s, min(s + batch, n_win)) * C
+        idx = starts[:, None] + np.arange(C + 1)[None, :]
+        chunk = torch.as_tensor(usable[idx], device=device)
+        logits = model(chunk[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), chunk[:, 1:].reshape(-1),
+                               reduction="sum")
+        total += loss.item()
+        count += chunk[:, 1:].numel()
+    model.train(was)
+    return total / count / math.log(2)
+
+
+def train(model: TransformerLM, train_data: np.ndarray, valid_data: np.ndarray | None = None, *,
+          steps: int = 1000, batch: int = 32, lr: float = 3e-3, seed: int = 0,
+          eval_every: int = 0, eval_chars: int | None = 200_000, progress: bool = True,
+          callback: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+    """Train on random windows with AdamW and a cosine learning rate.
+
+    Parameters
+    ----------
+    model : TransformerLM
+    train_data, valid_data : ndarray of int64
+        Encoded text.
+    steps, batch, lr, seed
+        Optimisation budget and settings.
+    eval_every : int, default 0
+        Evaluate validation bits per character every this many steps (0: at
+        the end only).
+    eval_chars : int, optional
+        Characters of validation text used per evaluation.
+    progress : bool, default True
+        Show a progress bar (tqdm when installed).
+
+    Returns
+    -------
+    dict
+        ``losses`` (training bits per character per step), ``valid`` (list of
+        ``(step, bits)``), ``seconds``, ``diverged`` (a non-finite loss stopped
+        training).
+    """
+    device = next(model.parameters()).device
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(steps, 1),
+                                                pct_start=0.1)
+    bar = _progress(steps, progress)
+    history: dict[str, Any] = {"losses": [], "valid": [], "diverged": False}
+    start = time.perf_counter()
+    model.train()
+    for step in range(1, steps + 1):
+        x, y = _batch(train_data, batch, model.config.context, rng, device)
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        if not torch.isfinite(loss):
+            history["diverged"] = True
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        bits = loss.item() / math.log(2)
+        history["losses"].append(bits)
+        if callback is not None:
+            callback(step, bits)
+        bar(step, bits)
+        if valid_data is not None and eval_every and step % eval_every == 0 and step < steps:
+            history["valid"].append((step, evaluate(model, valid_data, max_chars=eval_chars)))
+    bar(None, None)
+    if valid_data is not None and not history["diverged"]:
+        history["valid"].append((len(history["losses"]),
+                                 evaluate(model, valid_data, max_chars=eval_chars)))
+    history["seconds"] = time.perf_counter() - start
+    return history
+
+
+def _progress(total: int, show: bool) -> Callable[[int | None, float | None], None]:
+    if not show:
+        return lambda step, bits: None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        def plain(step: int | None, bits: float | None) -> None:
+            if step is not None and (step % max(total // 20, 1) == 0 or step == total):
+                print(f"step {step}/{total}  train {bits:.3f} bits/char", flush=True)
+        return plain
+    bar = tqdm(total=total, unit="step", dynamic_ncols=True)
+
+    def update(step: int | None, bits: float | None) -> None:
+        if step is None:
+            bar.close()
+            return
+        bar.update(1)
+        bar.set_postfix(bits=f"{bits:.3f}")
+    return update
+
+
+def save_checkpoint(model: TransformerLM, path: str | Path) -> None:
+    """Write the weights and config as a safetensors file (no pickle)."""
+    try:
+        from safetensors.torch import save_file
+    except ImportError:
+        raise NadarayaError("checkpoints need safetensors: pip install 'nadaraya[lm]'.") from None
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    # a tied parameter appears under two names; keep one
+    seen: dict[int, str] = {}
+    for k in list(state):
+        ptr = model.state_dict()[k].data_ptr()
+        if ptr in seen:
+            del state[k]
+        else:
+            seen[ptr] = k
+    save_file(state, str(path), metadata={"config": json.dumps(asdict(model.config))})
+
+
+def load_checkpoint(path: str | Path, *, device: str | torch.device = "cpu") -> TransformerLM:
+    """Rebuild a :class:`TransformerLM` from :func:`save_checkpoint`'s file."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise NadarayaError("checkpoints need safetensors: pip install 'nadaraya[lm]'.") from None
+    if not Path(path).exists():
+        raise NadarayaError(f"checkpoint {str(path)!r} does not exist; train one with "
+                            "nadaraya lm train --out FILE.")
+    with safe_open(str(path), framework="pt", device=str(device)) as f:
+        meta = f.metadata() or {}
+        if "config" not in meta:
+            raise NadarayaError(f"{path} is not a nadaraya language-model checkpoint.")
+        config = LMConfig(**json.loads(meta["config"]))
+        state = {k: f.get_tensor(k) for k in f.keys()}
+    model = TransformerLM(config).to(device)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {k for k in missing if k.endswith("pos_k_weight") and config.tie_qk}
+    if unexpected or set(missing) - tied:
+        raise NadarayaError(f"checkpoint {path} does not match its config: missing "
+                            f"{sorted(set(missing) - tied)}, unexpected {sorted(unexpected)}.")
+    return model.eval()
