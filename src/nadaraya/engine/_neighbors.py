@@ -22,10 +22,8 @@ CPU; scores and sums are computed on the inputs' device.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +36,7 @@ from ..kernels import BoundKernel, ProductKernel
 from ..masks import And, BoundMask, Candidates, Mask, MatrixMask, Radius
 from ._job import Job
 from ._state import SmoothState
+from ._threads import single_threaded_ops
 
 __all__ = ["MAX_PAIR_FRACTION", "NeighborsEngine"]
 
@@ -247,33 +246,6 @@ def _fold_pairs(kernel: BoundKernel, values: torch.Tensor, local: torch.Tensor,
 
 
 # -- the three sources --------------------------------------------------------------
-_threads_lock = threading.Lock()
-_threads_saved: list[int] = []  # torch's thread count while some call holds it at one
-
-
-@contextlib.contextmanager
-def _single_threaded_ops() -> Iterator[int]:
-    """Torch ops on one thread each; yields how many threads torch had.
-
-    The engine runs its own threads (chunks side by side, a tree walk beside
-    the folding): without a barrier at every op they keep their pace on a
-    busy machine. Calls from several threads at once restore the count once.
-    """
-    with _threads_lock:
-        if not _threads_saved:
-            _threads_saved.append(torch.get_num_threads())
-            torch.set_num_threads(1)
-        _threads_saved.append(0)
-        threads = _threads_saved[0]
-    try:
-        yield threads
-    finally:
-        with _threads_lock:
-            _threads_saved.pop()
-            if len(_threads_saved) == 1:
-                torch.set_num_threads(_threads_saved.pop())
-
-
 def _run_table(job: Job, table: _Table, state: SmoothState) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -287,7 +259,7 @@ def _run_table(job: Job, table: _Table, state: SmoothState) -> None:
         bound = BoundKernel(job.kernel.kernel, job.kernel.q[rows], job.kernel.k)
         _fold_table(bound, job.values, index, hidden, state[rows])
 
-    with _single_threaded_ops() as threads:
+    with single_threaded_ops() as threads:
         # each of the threads holds one chunk at a time
         step = max(1, _chunk_pairs(job) // (width * threads))
         chunks = [slice(a, min(a + step, job.m)) for a in range(0, job.m, step)]
@@ -415,7 +387,7 @@ def _run_ball(job: Job, ball: _Ball, state: SmoothState) -> None:
     out = SmoothState.empty(job.m, job.p, dtype=job.dtype, device=dev)
     spans = list(itertools.pairwise(cuts))
     tasks = [lambda a=a, b=b: walk(a, b) for a, b in spans]
-    with _single_threaded_ops():  # one thread folds while another walks the tree
+    with single_threaded_ops():  # one thread folds while another walks the tree
         for (a, b), found in zip(spans, _prefetched(tasks), strict=True):
             _fold_found(job, ball, arrays, a, b, found, chunk, out[a:b])
             del found

@@ -20,6 +20,7 @@ of ``-inf`` is itself a slow path in float32.)
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 
@@ -27,6 +28,7 @@ from .._config import block_elements, get_config
 from ..masks import Visibility
 from ._job import Job, exp_floor
 from ._state import SmoothState
+from ._threads import map_blocks
 
 __all__ = ["StreamedEngine", "dot_form_tolerance"]
 
@@ -100,7 +102,9 @@ class StreamedEngine:
 
     def _blocks(self, job: Job) -> tuple[int, int]:
         config = get_config()
-        budget = block_elements(job.dtype.itemsize, buffers=3)
+        # every thread holds its own score block (see map_blocks)
+        threads = torch.get_num_threads() if job.device.type == "cpu" else 1
+        budget = max(1, block_elements(job.dtype.itemsize, buffers=3) // threads)
         nb = max(1, min(config.key_block, job.n, budget))
         mb = max(1, min(config.query_block, job.m, budget // nb))
         return mb, nb
@@ -110,26 +114,36 @@ class StreamedEngine:
         mb, nb = self._blocks(job)
         ones = torch.ones(job.n, 1, dtype=job.dtype, device=job.device)
         vaug = torch.cat([job.values, ones], dim=1)
-        buffer = torch.empty(mb * nb, dtype=job.dtype, device=job.device)
-        parts = []
-        for start in range(0, job.m, mb):
-            rows = slice(start, min(start + mb, job.m))
-            bound = job.kernel.upper_bound(rows)
-            if bound is None:
-                parts.append(self._exact(job, scorer, rows, nb, vaug, buffer))
-                continue
-            state = self._bounded(job, scorer, rows, bound, nb, vaug, buffer)
-            weak = self._too_small(job, state)
-            if bool(weak.any()):
-                idx = torch.nonzero(weak).flatten()
-                redo = self._exact(job, scorer, idx + start, nb, vaug, buffer)
-                state.offset[idx], state.total[idx], state.acc[idx] = (
-                    redo.offset, redo.total, redo.acc)
-            parts.append(state)
+        local = threading.local()
+
+        def rows_state(start: int) -> SmoothState:
+            buffer = getattr(local, "buffer", None)
+            if buffer is None:
+                buffer = local.buffer = torch.empty(mb * nb, dtype=job.dtype,
+                                                    device=job.device)
+            return self._rows(job, scorer, slice(start, min(start + mb, job.m)), nb, vaug,
+                              buffer)
+
+        parts = map_blocks(rows_state, range(0, job.m, mb), device=job.device)
         if not parts:
             return SmoothState.empty(0, job.p, dtype=job.dtype, device=job.device)
         return SmoothState(*(torch.cat(x) for x in zip(
             *((s.offset, s.total, s.acc) for s in parts), strict=True)))
+
+    def _rows(self, job: Job, scorer: _Scorer, rows: slice, nb: int, vaug: torch.Tensor,
+              buffer: torch.Tensor) -> SmoothState:
+        """The state of one block of query rows over all keys."""
+        bound = job.kernel.upper_bound(rows)
+        if bound is None:
+            return self._exact(job, scorer, rows, nb, vaug, buffer)
+        state = self._bounded(job, scorer, rows, bound, nb, vaug, buffer)
+        weak = self._too_small(job, state)
+        if bool(weak.any()):
+            idx = torch.nonzero(weak).flatten()
+            redo = self._exact(job, scorer, idx + rows.start, nb, vaug, buffer)
+            state.offset[idx], state.total[idx], state.acc[idx] = (
+                redo.offset, redo.total, redo.acc)
+        return state
 
     @staticmethod
     def _too_small(job: Job, state: SmoothState) -> torch.Tensor:
