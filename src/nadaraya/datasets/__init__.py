@@ -10,5 +10,6 @@ from __future__ import annotations
 
 from ._base import Bunch, data_path
 from ._mcycle import load_mcycle
+from ._smoothing import load_cps71, load_ethanol, load_faithful
 
-__all__ = ["Bunch", "data_path", "load_mcycle"]
+__all__ = ["Bunch", "data_path", "load_cps71", "load_ethanol", "load_faithful", "load_mcycle"]

@@ -1,0 +1,149 @@
+"""Regression benchmark: bandwidth selection and local-linear fits, against peers, as ratios.
+
+Tasks (the regression issue), on the 1-D task of the engine issue,
+``x ~ U(0, 6)``, ``y = 2 sin x + N(0, 1)``:
+
+* ``cv``: leave-one-out cross-validated bandwidth, Nadaraya-Watson and
+  local linear, at each size of ``--sizes``. Peer: statsmodels
+  ``KernelReg(bw="cv_ls")`` (Nelder-Mead over an O(n^2) leave-one-out loop),
+  run up to ``--peer-max`` rows and skipped beyond when its time projected
+  from the previous size (O(n^2)) exceeds ``--cap`` seconds. The ratio is
+  statsmodels' time over ours on the same data; the bandwidths must agree.
+* ``ll``: local-linear fit + predict with n = m = ``--ll-size`` at a fixed
+  bandwidth, against Nadaraya-Watson fit + predict on the same data (the
+  issue's target: at most 3 times).
+
+Each measurement is the best of ``--repeat`` runs in this process; the load
+average of the machine is printed with the results (the timings of a shared
+machine vary with it). Run ``python benchmarks/bench_regression.py --help``;
+the issue's figures come from::
+
+    python benchmarks/bench_regression.py --tasks cv,ll --sizes 10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nadaraya.estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor
+
+
+def make_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 6, (n, 1))
+    return x, 2 * np.sin(x[:, 0]) + rng.normal(size=n)
+
+
+def best_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def _load() -> str:
+    try:
+        one, five, fifteen = os.getloadavg()
+        return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+    except OSError:  # pragma: no cover - not on every platform
+        return "load average unknown"
+
+
+def statsmodels_cv(X: np.ndarray, y: np.ndarray, reg: str) -> float:
+    from statsmodels.nonparametric.kernel_regression import KernelReg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(abs(KernelReg(y, X, "c", reg_type=reg, bw="cv_ls").bw[0]))
+
+
+def task_cv(sizes: list[int], peer_max: int, cap: float, repeat: int) -> None:
+    print("\n== cv: leave-one-out bandwidth on the 1-D task ==")
+    print(f"{'n':>8} {'estimator':<16} {'ours s':>8} {'h':>10} {'evals':>6} "
+          f"{'statsmodels s':>14} {'h':>10} {'ratio':>7}")
+    projected: dict[str, float] = {}
+    last_n: dict[str, int] = {}
+    for n in sizes:
+        X, y = make_data(n)
+        for reg, cls, name in (("lc", NadarayaWatsonRegressor, "Nadaraya-Watson"),
+                               ("ll", LocalPolynomialRegressor, "local linear")):
+            t_ours, model = best_time(lambda cls=cls, X=X, y=y: cls().fit(X, y), repeat)
+            res = model.cv_results_
+            evals = f"{len(res['score'])}"
+            if res["subsample_evaluations"]:
+                evals += f"+{res['subsample_evaluations']}s"
+            peer, h_peer, ratio = "-", "-", "-"
+            guess = projected.get(reg, 0.0) * (n / last_n.get(reg, n)) ** 2
+            if n > peer_max:
+                peer = "skipped (size)"
+            elif guess > cap:
+                peer = f"skipped (~{guess:.0f} s)"
+            else:
+                try:
+                    t_peer, h = best_time(lambda reg=reg, X=X, y=y: statsmodels_cv(X, y, reg), 1)
+                except ImportError:
+                    peer = "not installed"
+                else:
+                    projected[reg], last_n[reg] = t_peer, n
+                    peer, h_peer = f"{t_peer:.2f}", f"{h:.6g}"
+                    ratio = f"{t_peer / t_ours:.1f}x"
+                    agree = abs(model.bandwidth_ - h) / h
+                    h_peer += "" if agree <= 1e-3 else f" (differs by {agree:.1e})"
+            print(f"{n:>8} {name:<16} {t_ours:>8.2f} {model.bandwidth_:>10.6g} {evals:>6} "
+                  f"{peer:>14} {h_peer:>10} {ratio:>7}", flush=True)
+    print("evals: full-data evaluations of the criterion (+ those on a 10,000-row subsample)")
+    print(_load())
+
+
+def task_ll(n: int, h: float, repeat: int) -> None:
+    print(f"\n== ll: fit + predict, n = m = {n}, h = {h} ==")
+    X, y = make_data(n)
+    Xq, _ = make_data(n, seed=1)
+    times = {}
+    for name, make in (("Nadaraya-Watson", lambda: NadarayaWatsonRegressor(bandwidth=h)),
+                       ("local linear", lambda: LocalPolynomialRegressor(bandwidth=h))):
+        def run(make: Callable[[], Any] = make) -> np.ndarray:
+            return make().fit(X, y).predict(Xq)
+
+        times[name], _ = best_time(run, repeat)
+        print(f"{name:<16} {times[name]:8.2f} s", flush=True)
+    ratio = times["local linear"] / times["Nadaraya-Watson"]
+    print(f"local linear / Nadaraya-Watson: {ratio:.2f} (target <= 3)")
+    print(_load())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default="cv,ll", help="comma-separated: cv, ll")
+    parser.add_argument("--sizes", default="1000,10000,100000",
+                        help="sizes n for the cv task (comma-separated)")
+    parser.add_argument("--peer-max", type=int, default=10_000,
+                        help="largest n at which statsmodels runs (default 10000)")
+    parser.add_argument("--cap", type=float, default=900.0,
+                        help="skip a peer whose projected time exceeds this (s)")
+    parser.add_argument("--ll-size", type=int, default=100_000, help="n = m of the ll task")
+    parser.add_argument("--ll-bandwidth", type=float, default=0.1)
+    parser.add_argument("--repeat", type=int, default=1, help="best of this many runs")
+    args = parser.parse_args(argv)
+    tasks = args.tasks.split(",")
+    import torch
+
+    print(f"nadaraya regression benchmark; torch threads {torch.get_num_threads()}, {_load()}")
+    if "cv" in tasks:
+        task_cv([int(float(s)) for s in args.sizes.split(",")], args.peer_max, args.cap,
+                args.repeat)
+    if "ll" in tasks:
+        task_ll(args.ll_size, args.ll_bandwidth, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""Local polynomial fits from kernel-weighted means of augmented values.
+
+A local polynomial fit of degree ``D`` at a query ``x0`` is the weighted
+least-squares problem
+
+    min_beta  sum_j K(x0, x_j) w_j (y_j - phi(x_j - x0)^T beta)^2
+
+with ``phi`` the monomials of degree ``<= D``; the fitted value is
+``beta_0``. Its normal equations need only kernel-weighted means of the
+monomials of the keys (degree ``<= 2D``) and of the monomials times ``y``.
+Those means are one call of the engine on *augmented values*
+``[w z^e ..., w z^a y ...]``; the shift to ``x0`` (a binomial expansion;
+none is needed for degree 1) and a small regularized solve per query happen
+here: the intercept is eliminated, leaving the local covariance ``C`` of the
+monomials, which is inverted with its negligible eigenvalues dropped (a
+query that sees too few distinct points keeps the local mean). Degree 0 is
+Nadaraya-Watson: the means of ``[w y, w]`` (of ``y`` alone without weights)
+and one division.
+
+Coordinates are centred and scaled, ``z = (x - centre) / scale`` with the
+scale the bandwidth (capped by the spread of the feature), so ``C`` is well
+conditioned and the ridge is free of units.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from math import comb
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LocalDesign", "monomials"]
+
+
+@functools.lru_cache(maxsize=64)
+def monomials(n_features: int, degree: int) -> list[tuple[int, ...]]:
+    """Exponent tuples of all monomials of total degree ``<= degree``, constant first."""
+    out: list[tuple[int, ...]] = []
+    for total in range(degree + 1):
+        for combo in itertools.combinations_with_replacement(range(n_features), total):
+            e = [0] * n_features
+            for f in combo:
+                e[f] += 1
+            out.append(tuple(e))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _structure(n_features: int, degree: int) -> tuple[Any, ...]:
+    """Exponents, shift terms and Gram index of a design (shared by all designs alike)."""
+    basis = monomials(n_features, degree)
+    gram_exps = monomials(n_features, 2 * degree)
+    index = {e: i for i, e in enumerate(gram_exps)}
+    if degree == 0:
+        return basis, gram_exps, index, [], [], np.zeros((1, 1), int)
+    pairs = np.array([[index[tuple(a + b for a, b in zip(u, v, strict=True))] for v in basis]
+                      for u in basis])
+    return (basis, gram_exps, index, _shift_terms(gram_exps, index),
+            _shift_terms(basis, index), pairs)
+
+
+def _shift_terms(exps: list[tuple[int, ...]], index: dict[tuple[int, ...], int]
+                 ) -> list[tuple[int, int, int, float]]:
+    """Terms ``(e, c, g, coef)`` of ``E[(z - z0)^e] = sum_c coef (-z0)^g E[z^c]``."""
+    terms = []
+    for ei, e in enumerate(exps):
+        for c in itertools.product(*(range(k + 1) for k in e)):
+            g = tuple(a - b for a, b in zip(e, c, strict=True))
+            coef = float(np.prod([comb(a, b) for a, b in zip(e, c, strict=True)]))
+            terms.append((ei, index[c], index[g], coef))
+    return terms
+
+
+def _powers(z: np.ndarray, exps: list[tuple[int, ...]]) -> np.ndarray:
+    """``z^e`` for every exponent, shape ``(n, len(exps))``."""
+    out = np.ones((z.shape[0], len(exps)))
+    for i, e in enumerate(exps):
+        for f, k in enumerate(e):
+            if k:
+                out[:, i] *= z[:, f] ** k
+    return out
+
+
+class LocalDesign:
+    """Augmented values and per-query solves of a local polynomial of one degree.
+
+    Parameters
+    ----------
+    degree : int
+        0 (Nadaraya-Watson), 1 (local linear), 2, ...
+    centre, scale : ndarray of shape (n_features,)
+        The coordinates ``z = (x - centre) / scale``.
+    ridge : float
+        Added to the eigenvalues of the local covariance of the monomials
+        (the normal equations with the intercept eliminated); directions with
+        a negligible eigenvalue are dropped in any case.
+    weighted : bool
+        Whether values carry sample weights (a weight column is then smoothed too).
+    extent : float
+        Largest ``|z|^2`` of the keys. Local covariances come from moments
+        about the centre, which costs about ``eps extent`` of accuracy in each
+        entry (``eps (sqrt(extent) + |z0|)^(2 degree)`` above degree 1, where
+        moments are shifted to the query), so eigenvalues below ``16 q`` times
+        that (``q`` monomials) are rounding noise and are dropped: a query
+        whose neighbourhood is too thin to fix a slope gets the local mean
+        instead of noise.
+    """
+
+    def __init__(self, degree: int, centre: np.ndarray, scale: np.ndarray, ridge: float,
+                 weighted: bool, extent: float = 0.0) -> None:
+        self.degree = degree
+        self.centre = np.asarray(centre, float)
+        self.scale = np.asarray(scale, float)
+        self.ridge = float(ridge)
+        self.weighted = weighted
+        self.extent = float(extent)
+        (self.basis, self.gram_exps, self._index, self._gram_terms, self._basis_terms,
+         self._pair_index) = _structure(self.centre.shape[0], degree)
+        self.n_basis = len(self.basis)
+
+    # -- augmented values ----------------------------------------------------
+    def n_values(self, n_outputs: int) -> int:
+        """Number of columns :meth:`values` produces for ``n_outputs`` targets."""
+        if self.degree == 0:
+            return n_outputs + (1 if self.weighted else 0)
+        return len(self.gram_exps) + self.n_basis * n_outputs
+
+    def z(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.centre) / self.scale
+
+    def values(self, X: np.ndarray, Y: np.ndarray | None, w: np.ndarray | None
+               ) -> np.ndarray:
+        """Augmented values ``(n, P)``; with ``Y=None`` only the weight/Gram columns.
+
+        Degree 0: ``[w y, w]`` (``y`` without weights). Degree ``D >= 1``:
+        ``[w z^e for |e| <= 2D] + [w z^a y_k for |a| <= D, k]``.
+        """
+        n = X.shape[0]
+        omega = np.ones(n) if w is None else w
+        if self.degree == 0:
+            cols = [] if Y is None else [Y * omega[:, None] if self.weighted else Y]
+            if self.weighted or Y is None:
+                cols.append(omega[:, None])
+            return np.concatenate(cols, axis=1)
+        zg = _powers(self.z(X), self.gram_exps) * omega[:, None]
+        if Y is None:
+            return zg
+        zb = zg[:, [self._index[a] for a in self.basis]]
+        zy = (zb[:, :, None] * Y[:, None, :]).reshape(n, -1)
+        return np.concatenate([zg, zy], axis=1)
+
+    # -- per-query solves ---------------------------------------------------
+    def _shifted(self, means: np.ndarray, z0: np.ndarray,
+                 terms: list[tuple[int, int, int, float]], size: int) -> np.ndarray:
+        """Means of ``(z - z0)^e`` from means of ``z^c``: ``(m, size, ...)``."""
+        powers = _powers(-z0, self.gram_exps)
+        out = np.zeros((means.shape[0], size, *means.shape[2:]))
+        extra = (slice(None),) + (None,) * (means.ndim - 2)
+        for e, c, g, coef in terms:
+            out[:, e] += (coef * powers[:, g])[extra] * means[:, c]
+        return out
+
+    def gram(self, gram_means: np.ndarray, Xq: np.ndarray) -> np.ndarray:
+        """Normal-equation matrices ``(m, q, q)`` at the queries (not normalized)."""
+        mu = self._shifted(gram_means, self.z(Xq), self._gram_terms, len(self.gram_exps))
+        return mu[:, self._pair_index]
+
+    def solve(self, means: np.ndarray, Xq: np.ndarray, n_outputs: int, *,
+              coef: bool = False) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """Fitted values at the queries from the means of the augmented values.
+
+        Parameters
+        ----------
+        means : ndarray of shape (m, P)
+            Kernel-weighted means (any positive per-row scale) of :meth:`values`.
+        Xq : ndarray of shape (m, n_features)
+        n_outputs : int
+        coef : bool
+            Also return ``c = G^{-1} e_0`` per query: the fitted value is
+            ``sum_j K_j w_j phi(u_j)^T c / sum_j K_j w_j`` (smoother rows).
+
+        Returns
+        -------
+        fitted : ndarray of shape (m, n_outputs)
+            NaN for rows whose weights are all zero or NaN.
+        c : ndarray of shape (m, q) or None
+        mu0 : ndarray of shape (m,)
+            Mean weight ``E_K[w]`` in the scale of ``means``.
+        """
+        m = means.shape[0]
+        if self.degree == 0:
+            if not self.weighted:
+                ones = np.ones(m)
+                return means[:, :n_outputs], (ones[:, None] if coef else None), ones
+            mu0 = means[:, n_outputs]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                fitted = means[:, :n_outputs] / mu0[:, None]
+                c = np.where(mu0 > 0, 1.0, np.nan)[:, None] if coef else None
+            fitted[~(mu0 > 0)] = np.nan
+            return fitted, c, mu0
+        ng, q = len(self.gram_exps), self.n_basis
+        z0 = self.z(Xq)
+        gram_means, ymeans = means[:, :ng], means[:, ng:].reshape(m, q, n_outputs)
+        mu0 = gram_means[:, 0].copy()
+        bad = ~(mu0 > 0) | ~np.isfinite(means).all(axis=1)
+        safe = np.where(bad, 1.0, mu0)
+        eps = np.finfo(float).eps
+        if self.degree == 1:
+            # the local covariance does not depend on the query: no shift needed
+            mz = gram_means[:, 1:q] / safe[:, None]
+            C = gram_means[:, self._pair_index[1:, 1:]] / safe[:, None, None]
+            C -= mz[:, :, None] * mz[:, None, :]
+            my = ymeans[:, 0, :] / safe[:, None]
+            cy = ymeans[:, 1:, :] / safe[:, None, None] - mz[:, :, None] * my[:, None, :]
+            mean_u = mz - z0
+            # Weyl: rounding of about eps * extent in each entry moves eigenvalues by d times it
+            floor = np.full(m, 16.0 * q * eps * max(self.extent, 1.0))
+        else:
+            G = self.gram(gram_means, Xq) / safe[:, None, None]
+            rhs = self._shifted(ymeans, z0, self._basis_terms, q) / safe[:, None, None]
+            mean_u = G[:, 1:, 0]
+            C = G[:, 1:, 1:] - mean_u[:, :, None] * mean_u[:, None, :]
+            my = rhs[:, 0, :]
+            cy = rhs[:, 1:, :] - mean_u[:, :, None] * my[:, None, :]
+            reach = np.sqrt(self.extent) + np.sqrt((z0**2).sum(1))
+            floor = 16.0 * q * eps * reach ** (2 * self.degree)
+        C[bad] = np.eye(q - 1)
+        Cinv = self._pinv(C, floor)
+        b = Cinv @ np.nan_to_num(cy)
+        fitted = my - np.einsum("mk,mkp->mp", mean_u, b)
+        fitted[bad] = np.nan
+        c = None
+        if coef:
+            cb = -np.einsum("mij,mj->mi", Cinv, np.nan_to_num(mean_u))
+            c = np.concatenate([(1.0 - np.einsum("mi,mi->m", mean_u, cb))[:, None], cb], axis=1)
+            c[bad] = np.nan
+        return fitted, c, mu0
+
+    def _pinv(self, C: np.ndarray, floor: np.ndarray) -> np.ndarray:
+        """Regularized inverses ``(m, k, k)`` of local covariances ``C``.
+
+        Eigenvalues below ``max(1e-10 lambda_max, floor)`` are dropped (those
+        directions keep no slope: the fit there is the local mean), and
+        ``ridge`` is added to the others.
+        """
+        lam, V = np.linalg.eigh(0.5 * (C + np.swapaxes(C, 1, 2)))
+        cutoff = np.maximum(1e-10 * lam[:, -1:], floor[:, None])
+        inv = np.where(lam > cutoff, 1.0 / np.where(lam > cutoff, lam + self.ridge, 1.0), 0.0)
+        return (V * inv[:, None, :]) @ np.swapaxes(V, 1, 2)
+
+    def variance_factor(self, sq_means: np.ndarray, Xq: np.ndarray, c: np.ndarray,
+                        mu0: np.ndarray, log_ratio: np.ndarray) -> np.ndarray:
+        """``sum_j S_qj^2 / w_j`` for each query: the variance of the fit over sigma^2.
+
+        Parameters
+        ----------
+        sq_means : ndarray of shape (m, n_gram)
+            Means of the weight/Gram columns under the squared kernel ``K^2``.
+        Xq : ndarray of shape (m, n_features)
+        c, mu0 : from :meth:`solve` (``coef=True``) with the kernel ``K``.
+        log_ratio : ndarray of shape (m,)
+            ``log sum_j K_j^2 - 2 log sum_j K_j``.
+        """
+        ratio = np.exp(log_ratio)
+        if self.degree == 0:
+            if not self.weighted:
+                return ratio
+            return ratio * sq_means[:, 0] / mu0**2
+        G2 = self.gram(sq_means, Xq)
+        quad = np.einsum("mi,mij,mj->m", c, G2, c)
+        return ratio * quad / mu0**2

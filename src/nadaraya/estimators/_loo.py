@@ -1,0 +1,163 @@
+"""Leave-one-out fits, the in-sample fit and the smoother diagonal in one engine pass.
+
+The engine smooths the augmented values at the training points with the
+:class:`~nadaraya.masks.LeaveOneOut` mask and returns the log-sum of the
+visible weights, ``lse_{-i} = log sum_{j != i} K_ij``. Then, exactly and
+without an ``n x n`` matrix:
+
+* the leave-one-out means are what the pass returns;
+* adding back point ``i`` with its share ``pi_i = K_ii / sum_j K_ij =
+  sigmoid(log K_ii - lse_{-i})`` gives the in-sample means;
+* the smoother diagonal is ``S_ii = pi_i w_i c_i0 / E[w]`` (``pi_i`` for
+  Nadaraya-Watson without weights).
+
+With sample weights, leaving a point out removes one unit of its weight (all
+of it when its weight is below one), so integer weights act as repeated rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..engine import smooth
+from ..masks import LeaveOneOut, Problem, get_mask
+from ._design import LocalDesign
+from ._kernel import KernelSpec
+
+__all__ = ["LooFit", "criterion_value", "loo_fit"]
+
+CRITERIA = ("cv", "gcv", "aicc")
+
+
+@dataclass
+class LooFit:
+    """Results of one leave-one-out pass at the training points.
+
+    Attributes
+    ----------
+    loo : ndarray of shape (n, p)
+        Leave-one-out predictions (NaN where a point has no visible neighbour).
+    fitted : ndarray of shape (n, p)
+        In-sample fitted values.
+    diag : ndarray of shape (n,)
+        Diagonal of the smoother matrix.
+    """
+
+    loo: np.ndarray
+    fitted: np.ndarray | None = None
+    diag: np.ndarray | None = None
+    _rest: Any = field(default=None, repr=False)
+
+    def complete(self) -> LooFit:
+        """Compute :attr:`fitted` and :attr:`diag` if the pass left them out; returns self."""
+        if self.fitted is None:
+            self.fitted, self.diag = _in_sample(*self._rest)
+            self._rest = None
+        return self
+
+
+def _own_visible(mask: Any, X: np.ndarray) -> np.ndarray:
+    """Whether each training point is in its own visible set under the user's mask."""
+    m = get_mask(mask)
+    if m is None:
+        return np.ones(X.shape[0], bool)
+    t = torch.as_tensor(X, dtype=torch.float64)
+    bound = m.bind(Problem(X.shape[0], X.shape[0], t, t))
+    idx = torch.arange(X.shape[0])
+    return bound.pairs(idx, idx[:, None])[:, 0].numpy().astype(bool)
+
+
+def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
+            w: np.ndarray | None, *, values: np.ndarray | None = None, mask: Any = None,
+            engine: str = "auto", full: bool = True) -> LooFit:
+    """Leave-one-out and in-sample fits at the training points, one engine pass.
+
+    Parameters
+    ----------
+    spec : KernelSpec
+    design : LocalDesign
+    X : ndarray of shape (n, n_features)
+    Y : ndarray of shape (n, p)
+    w : ndarray of shape (n,) or None
+        Sample weights (positive).
+    values : ndarray of shape (n, P), optional
+        ``design.values(X, Y, w)`` when already computed.
+    mask : optional
+        The caller's mask; leave-one-out is combined with it.
+    engine : str
+    full : bool, default True
+        Also compute the in-sample fit and the smoother diagonal now (else
+        :meth:`LooFit.complete` computes them when needed, without another
+        engine pass: the leave-one-out criterion does not need them).
+    """
+    p = Y.shape[1]
+    A = design.values(X, Y, w) if values is None else values
+    user = get_mask(mask)
+    loo_mask = LeaveOneOut() if user is None else user & LeaveOneOut()
+    means, lse = smooth(X, X, A, spec.kernel, loo_mask, bandwidth=spec.bandwidth,
+                        engine=engine, return_lse=True, empty="nan")
+    own = spec.self_scores(X)
+    with np.errstate(over="ignore", invalid="ignore"):
+        share = 1.0 / (1.0 + np.exp(lse - own))
+    share = np.where(_own_visible(mask, X), share, 0.0)
+    in_sample = _add_back(means, A, share)
+    if w is None:
+        loo_means = means
+    else:
+        keep = np.clip(w - 1.0, 0.0, None) / w
+        loo_means = _add_back(means, A * keep[:, None], np.where(keep > 0, share, 0.0))
+    loo, _, _ = design.solve(loo_means, X, p)
+    fit = LooFit(loo, _rest=(design, in_sample, X, p, w, share))
+    return fit.complete() if full else fit
+
+
+def _in_sample(design: LocalDesign, in_sample: np.ndarray, X: np.ndarray, p: int,
+               w: np.ndarray | None, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """In-sample fitted values and the smoother diagonal from the in-sample means."""
+    fitted, c, mu0 = design.solve(in_sample, X, p, coef=True)
+    omega = np.ones(X.shape[0]) if w is None else w
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diag = share * omega * c[:, 0] / mu0
+    return fitted, diag
+
+
+def _add_back(means: np.ndarray, own: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """``(1 - share) means + share own``, exact where ``share`` is 1 (means may be NaN)."""
+    out = (1.0 - share)[:, None] * np.nan_to_num(means) + share[:, None] * own
+    empty = ~np.isfinite(means).all(axis=1) & (share < 1.0)
+    out[empty] = np.nan
+    return out
+
+
+def criterion_value(name: str, fit: LooFit, Y: np.ndarray, w: np.ndarray | None) -> float:
+    """Value of a bandwidth criterion (smaller is better); ``inf`` when undefined.
+
+    ``cv``: leave-one-out mean squared error. ``gcv``: ``MSE / (1 - tr S / n)^2``.
+    ``aicc``: ``log MSE + (1 + tr S / n) / (1 - (tr S + 2) / n)`` (Hurvich,
+    Simonoff and Tsai 1998). Weighted means use the sample weights, and ``n``
+    is their sum.
+    """
+    omega = np.ones(Y.shape[0]) if w is None else w
+    total = float(omega.sum())
+    if name == "cv":
+        err = (Y - fit.loo) ** 2
+    else:
+        err = (Y - fit.complete().fitted) ** 2
+    if not np.isfinite(err).all():
+        return float("inf")
+    mse = float(omega @ err.mean(axis=1)) / total
+    if name == "cv":
+        return mse
+    trace = float(np.sum(fit.diag))
+    if not np.isfinite(trace):
+        return float("inf")
+    if name == "gcv":
+        denom = (1.0 - trace / total) ** 2
+        return mse / denom if trace < total else float("inf")
+    if trace + 2.0 >= total or mse <= 0:
+        return float("inf") if mse > 0 else float("-inf")
+    return float(np.log(mse) + (1.0 + trace / total) / (1.0 - (trace + 2.0) / total))

@@ -1,0 +1,325 @@
+"""Bandwidth search: a bracketed 1-D minimisation on ``log h``, coordinate-wise for vectors.
+
+No fixed grid: from a rule-of-thumb start the search walks downhill in
+growing steps until the criterion rises (a bracket), then Brent's method
+(golden section with parabolic steps) narrows the bracket to ``xtol`` in
+``log h``. A bandwidth vector is searched one feature at a time, sweeping
+until a sweep moves no bandwidth by more than the tolerance. Every evaluation
+is recorded, so the criterion curve can be plotted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._progress import report
+
+__all__ = ["SearchResult", "brent", "coordinate_search", "minimize_log"]
+
+_GOLD = 0.3819660112501051
+_GROW = 1.618033988749895
+
+
+@dataclass
+class SearchResult:
+    """The chosen bandwidth and every evaluation of the criterion.
+
+    Attributes
+    ----------
+    bandwidth : ndarray of shape (n_features,)
+    score : float
+    history : list of (ndarray of shape (n_features,), float, int)
+        ``(bandwidth, score, feature searched)`` in order of evaluation; the
+        feature is -1 for moves of several bandwidths at once.
+    at_bound : list of int
+        Features whose best bandwidth lies on the search bound.
+    subsample : int
+        How many entries of ``history`` (the first ones) were evaluated on a
+        subsample of the rows; 0 when the search used all rows throughout.
+    """
+
+    bandwidth: np.ndarray
+    score: float
+    history: list[tuple[np.ndarray, float, int]] = field(default_factory=list)
+    at_bound: list[int] = field(default_factory=list)
+    subsample: int = 0
+
+
+def brent(f: Callable[[float], float], lo: float, hi: float, x: float, fx: float,
+          xtol: float, maxiter: int = 100, *, flo: float = math.inf,
+          fhi: float = math.inf, trust: bool = False) -> tuple[float, float]:
+    """Minimise ``f`` on ``[lo, hi]`` from an interior point ``x`` with ``f(x) <= f(lo), f(hi)``.
+
+    Brent's method with an absolute tolerance ``xtol``; infinite values
+    (an inadmissible bandwidth) force golden-section steps. When the values
+    at the ends of the bracket are known (``flo``, ``fhi``) the first step is
+    the vertex of the parabola through the three points. Three evaluations in
+    a row equal to the best value end the search: the criterion is flat there
+    to its resolution. With ``trust=True`` the search also ends when a
+    parabolic step would move less than ``xtol`` (the vertex is taken as
+    found; this saves the evaluations that would confirm it from both sides,
+    for criteria that are costly and smooth).
+    """
+    w = v = x
+    fw = fv = fx
+    d = e = 0.0
+    ties = 0
+    if math.isfinite(flo) and math.isfinite(fhi) and lo < x < hi:
+        (w, fw), (v, fv) = sorted([(lo, flo), (hi, fhi)], key=lambda p: p[1])
+        d = e = hi - lo
+    for _ in range(maxiter):
+        mid = 0.5 * (lo + hi)
+        tol1 = xtol + 1e-12 * abs(x)
+        tol2 = 2.0 * tol1
+        if abs(x - mid) <= tol2 - 0.5 * (hi - lo):
+            break
+        golden = True
+        if abs(e) > tol1 and all(map(math.isfinite, (fx, fw, fv))):
+            r = (x - w) * (fx - fv)
+            q = (x - v) * (fx - fw)
+            p = (x - v) * q - (x - w) * r
+            q = 2.0 * (q - r)
+            if q > 0:
+                p = -p
+            q = abs(q)
+            etemp, e = e, d
+            if abs(p) < abs(0.5 * q * etemp) and q * (lo - x) < p < q * (hi - x):
+                d = p / q
+                if trust and abs(d) < tol1:
+                    break
+                u = x + d
+                if u - lo < tol2 or hi - u < tol2:
+                    d = tol1 if x < mid else -tol1
+                golden = False
+        if golden:
+            e = (hi - x) if x < mid else (lo - x)
+            d = _GOLD * e
+        u = x + d if abs(d) >= tol1 else x + math.copysign(tol1, d)
+        fu = f(u)
+        ties = ties + 1 if fu == fx else 0
+        if ties >= 3:
+            break  # flat at the resolution of the criterion: nothing more to find
+        if fu <= fx:
+            if u < x:
+                hi = x
+            else:
+                lo = x
+            v, w, x = w, x, u
+            fv, fw, fx = fw, fx, fu
+        else:
+            if u < x:
+                lo = u
+            else:
+                hi = u
+            if fu <= fw or w == x:
+                v, w, fv, fw = w, u, fw, fu
+            elif fu <= fv or v == x or v == w:
+                v, fv = u, fu
+    return x, fx
+
+
+def minimize_log(f: Callable[[float], float], t0: float, lo: float, hi: float, *,
+                 step: float = 0.5, xtol: float = 1e-4, trust: bool = False
+                 ) -> tuple[float, float, bool]:
+    """Bracket then minimise ``f(t)`` over ``t`` in ``[lo, hi]`` starting at ``t0``.
+
+    Returns
+    -------
+    t : float
+    f(t) : float
+    at_bound : bool
+        Whether the minimum is on ``lo`` or ``hi`` (the criterion kept falling).
+    """
+    t0 = min(max(t0, lo), hi)
+    f0 = f(t0)
+    # an inadmissible start (no neighbours for some point): widen until admissible
+    while not math.isfinite(f0) and t0 < hi:
+        t0 = min(t0 + step, hi)
+        f0 = f(t0)
+    if not math.isfinite(f0):
+        return t0, f0, True
+    up = min(t0 + step, hi)
+    fu = f(up) if up > t0 else math.inf
+    if fu < f0:
+        direction, a, fa, b, fb = 1.0, t0, f0, up, fu
+    else:
+        down = max(t0 - step, lo)
+        fd = f(down) if down < t0 else math.inf
+        if fd < f0:
+            direction, a, fa, b, fb = -1.0, t0, f0, down, fd
+        else:
+            lo_b, hi_b = (down if down < t0 else t0), (up if up > t0 else t0)
+            if lo_b == t0 or hi_b == t0:
+                # on a bound and the criterion rises away from it
+                return t0, f0, True
+            x, fx = brent(f, lo_b, hi_b, t0, f0, xtol, flo=fd, fhi=fu, trust=trust)
+            return x, fx, False
+    while True:
+        step *= _GROW
+        c = min(max(b + direction * step, lo), hi)
+        if c == b:
+            return b, fb, True
+        fc = f(c)
+        if not fc < fb:
+            flo, fhi = (fa, fc) if a < c else (fc, fa)
+            x, fx = brent(f, min(a, c), max(a, c), b, fb, xtol, flo=flo, fhi=fhi,
+                          trust=trust)
+            return x, fx, False
+        if c in (lo, hi):
+            return c, fc, True
+        a, fa, b, fb = b, fb, c, fc
+
+
+def _pattern_move(evaluate: Callable[[np.ndarray], float], before: np.ndarray,
+                  after: np.ndarray, best: float, lo: np.ndarray, hi: np.ndarray,
+                  tol: float) -> tuple[np.ndarray, float]:
+    """Line search along the displacement of a sweep (it follows curved valleys)."""
+    step = after - before
+    moving = np.abs(step) > 0
+    limits = np.where(step > 0, (hi - before) / np.where(moving, step, 1.0),
+                      (lo - before) / np.where(moving, step, 1.0))
+    amax = float(np.min(limits[moving]))
+    if amax <= 1.0:
+        return after, best
+
+    def along(a: float) -> float:
+        return evaluate(before + a * step)
+
+    scale = float(np.max(np.abs(step)))
+    a, value, _ = minimize_log(along, 1.0, 1.0, amax, step=1.0, xtol=tol / scale)
+    if value < best:
+        return before + a * step, value
+    return after, best
+
+
+def _sweeps(evaluate: Callable[[np.ndarray], float], t: np.ndarray, best: float,
+            features: list[int], lower: np.ndarray, upper: np.ndarray, tol: float,
+            xtol: float, max_sweeps: int, label: list[int], probe: bool, ftol: float = 1e-12,
+            step: float = 0.5, trust: bool = False) -> tuple[np.ndarray, float, set[int]]:
+    """Coordinate sweeps with pattern moves from ``t`` until they settle at ``xtol``.
+
+    A sweep that moves no bandwidth by more than twice the tolerance, or that
+    improves the criterion by less than ``ftol`` relative, ends the search.
+    """
+    steps = {f: step for f in features}
+    for sweep in range(max_sweeps if len(features) > 1 else 1):
+        moved, start, before = 0.0, best, t.copy()
+        for f in features:
+            label[0] = f
+
+            def along(s: float, f: int = f, base: np.ndarray = t) -> float:
+                tt = base.copy()
+                tt[f] = s
+                return evaluate(tt)
+
+            lo, hi = math.log(lower[f]), math.log(upper[f])
+            new, value, bound = minimize_log(along, t[f], lo, hi, step=steps[f], xtol=tol,
+                                             trust=trust)
+            if probe and sweep == 0 and not bound and len(features) > 1:
+                # the feature smoothed out is a basin the walk from t may not reach
+                far = along(hi)
+                if far < value:
+                    new, value, bound = hi, far, True
+            if value < best or not math.isfinite(best):
+                delta = abs(new - t[f])
+                t[f] = new
+                best = value
+                moved = max(moved, delta)
+                steps[f] = min(0.5, max(2.0 * delta, 10.0 * xtol))
+        if len(features) > 1 and moved > 0:
+            label[0] = -1
+            t, best = _pattern_move(evaluate, before, t, best, np.log(lower), np.log(upper),
+                                    tol)
+        settled = moved <= 2.0 * tol or not start - best > ftol * abs(best)
+        if settled and tol <= xtol:
+            break
+        tol = max(xtol, min(tol, 0.1 * moved)) if not settled else xtol
+    at_bound = {f for f in features
+                if t[f] <= math.log(lower[f]) + 1e-12 or t[f] >= math.log(upper[f]) - 1e-12}
+    return t, best, at_bound
+
+
+def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
+                      lower: np.ndarray, upper: np.ndarray, active: np.ndarray, *,
+                      xtol: float = 1e-4, max_sweeps: int = 30, n_starts: int = 1,
+                      refine: bool = False, step: float = 0.5) -> SearchResult:
+    """Minimise ``objective(h)`` over per-feature bandwidths, one feature at a time.
+
+    With several features, the first start is the best common scale of
+    ``h0`` (a 1-D search on one factor for all features), the others are
+    ``h0`` times fixed pseudo-random factors in ``[1/e, e]``. Each start is
+    swept coarsely (at most three sweeps at a tolerance of 1e-2 on ``log h``,
+    fewer when a sweep gains less than 1e-4 of the criterion); the best is
+    then swept to ``xtol``. A
+    sweep searches each feature in turn (and, in the first sweep, tries the
+    feature smoothed out, at its upper bound), then searches along the sweep's
+    displacement (a pattern move), which follows curved valleys that
+    coordinate steps alone cross slowly.
+
+    Parameters
+    ----------
+    objective : callable
+        ``h (n_features,) -> float``; ``inf`` marks an inadmissible bandwidth.
+    h0, lower, upper : ndarray of shape (n_features,)
+        Start and bounds (positive).
+    active : ndarray of bool, shape (n_features,)
+        Features to search; the others keep ``h0``.
+    xtol : float
+        Tolerance on ``log h``.
+    max_sweeps : int
+        Largest number of sweeps over the features.
+    n_starts : int
+        Number of starting points (several features only).
+    refine : bool
+        ``h0`` is already close (from a subsample): sweep from it directly to
+        ``xtol``, with no common-scale search and no other starts, and trust
+        parabolic steps (see :func:`brent`).
+    step : float
+        First step of each line search, in ``log h``.
+    """
+    t0 = np.log(h0.astype(float))
+    history: list[tuple[np.ndarray, float, int]] = []
+    cache: dict[tuple[float, ...], float] = {}
+    label = [-1]
+
+    def evaluate(tvec: np.ndarray) -> float:
+        key = tuple(np.round(tvec, 12))
+        if key not in cache:
+            h = np.exp(tvec)
+            value = float(objective(h))
+            cache[key] = value
+            history.append((h, value, label[0]))
+            report(history)
+        return cache[key]
+
+    features = [int(i) for i in np.flatnonzero(active)]
+    if not features:
+        return SearchResult(np.exp(t0), math.nan, history, [])
+    best = evaluate(t0)
+    if len(features) == 1 or refine:
+        t, best, at_bound = _sweeps(evaluate, t0.copy(), best, features, lower, upper, xtol,
+                                    xtol, max_sweeps, label, False, step=step, trust=refine)
+        return SearchResult(np.exp(t), best, history, sorted(at_bound))
+    coarse = max(xtol, 1e-2)
+    log_lo, log_hi = np.log(lower), np.log(upper)
+    on = np.zeros_like(t0)
+    on[features] = 1.0
+    lo_a = float(np.max(log_lo[features] - t0[features]))
+    hi_a = float(np.min(log_hi[features] - t0[features]))
+    a, value, _ = minimize_log(lambda a: evaluate(t0 + a * on), 0.0, lo_a, hi_a, step=0.5,
+                               xtol=coarse)
+    starts = [(t0 + a * on, value) if value < best else (t0.copy(), best)]
+    rng = np.random.RandomState(0)
+    for _ in range(n_starts - 1):
+        t = np.clip(t0 + on * rng.uniform(-1.0, 1.0, t0.shape), log_lo, log_hi)
+        starts.append((t, evaluate(t)))
+    runs = [_sweeps(evaluate, t.copy(), b, features, lower, upper, coarse, coarse, 3,
+                    label, True, ftol=1e-4) for t, b in starts]
+    t, best, _ = min(runs, key=lambda r: r[1])
+    t, best, at_bound = _sweeps(evaluate, t.copy(), best, features, lower, upper, coarse, xtol,
+                                max_sweeps, label, False)
+    return SearchResult(np.exp(t), best, history, sorted(at_bound))

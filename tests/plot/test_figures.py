@@ -1,0 +1,135 @@
+"""The figures: what they draw is what the estimators compute (and what peers compute)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.neighbors import KNeighborsRegressor
+
+from nadaraya import NadarayaError
+from nadaraya.estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor
+from nadaraya.plot import (
+    plot_cv_curve,
+    plot_fit,
+    plot_knn_vs_kernel,
+    plot_weights,
+    save_figure,
+    smoothing_demo,
+)
+
+pytest.importorskip("matplotlib")
+
+
+def _data(rng: np.random.Generator, n: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    X = rng.uniform(0, 6, (n, 1))
+    return X, 2 * np.sin(X[:, 0]) + 0.5 * rng.normal(size=n)
+
+
+def test_importing_the_plot_module_does_not_import_matplotlib() -> None:
+    code = "import sys, nadaraya.plot; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_knn_vs_kernel_matches_the_seed_computation() -> None:
+    ax = plot_knn_vs_kernel()
+    # the seed's own code: scikit-learn's kNN and a normalized rbf_kernel(gamma=5)
+    legacy = np.random.RandomState(42)  # np.random.seed(42) then np.random.uniform, normal
+    x = legacy.uniform(0, 6, 40)
+    y = 2 * np.sin(x) + legacy.normal(size=40)
+    testx = np.linspace(0, 6, 500)
+    knn = KNeighborsRegressor(n_neighbors=10).fit(x[:, None], y).predict(testx[:, None])
+    K = rbf_kernel(testx[:, None], x[:, None], gamma=5.0)
+    kernel = (K / K.sum(axis=1, keepdims=True)) @ y
+    step, smooth = ax.lines[0], ax.lines[1]
+    np.testing.assert_allclose(step.get_xdata(), testx)
+    np.testing.assert_allclose(step.get_ydata(), knn, rtol=1e-12)
+    np.testing.assert_allclose(smooth.get_ydata(), kernel, rtol=1e-10)
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), np.c_[x, y])
+
+
+@pytest.mark.parametrize("method", ["normal", "bootstrap"])
+def test_fit_draws_the_prediction_and_its_band(rng: np.random.Generator, method: str) -> None:
+    X, y = _data(rng)
+    model = LocalPolynomialRegressor(bandwidth=0.6).fit(X, y)
+    ax = plot_fit(model, X, y, level=0.8, method=method, grid=50)
+    curve = ax.lines[0]
+    xs = curve.get_xdata()
+    np.testing.assert_allclose(curve.get_ydata(), model.predict(xs[:, None]), rtol=1e-12)
+    lo, hi = model.predict_interval(xs[:, None], level=0.8, method=method, random_state=0)
+    band = ax.collections[1].get_paths()[0].vertices
+    assert band[:, 1].min() == pytest.approx(lo.min(), rel=1e-9)
+    assert band[:, 1].max() == pytest.approx(hi.max(), rel=1e-9)
+    assert "80% band" in ax.get_legend_handles_labels()[1][1]
+
+
+def test_cv_curve_draws_every_evaluation(rng: np.random.Generator) -> None:
+    X, y = _data(rng)
+    model = NadarayaWatsonRegressor().fit(X, y)
+    ax = plot_cv_curve(model)
+    line = ax.lines[0]
+    res = model.cv_results_
+    order = np.argsort(res["bandwidth"][:, 0])
+    np.testing.assert_allclose(line.get_xdata(), res["bandwidth"][order, 0])
+    np.testing.assert_allclose(line.get_ydata(), res["score"][order])
+    assert ax.lines[1].get_xdata()[0] == pytest.approx(model.bandwidth_)
+    assert ax.get_xscale() == "log"
+
+
+def test_cv_curve_of_several_features(rng: np.random.Generator) -> None:
+    X = rng.normal(size=(40, 2))
+    y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=40)
+    model = NadarayaWatsonRegressor().fit(X, y)
+    ax = plot_cv_curve(model)
+    labels = ax.get_legend_handles_labels()[1]
+    assert any("feature 0" in label for label in labels)
+
+
+def test_weights_are_the_smoother_row(rng: np.random.Generator) -> None:
+    X, y = _data(rng)
+    for model in (NadarayaWatsonRegressor(bandwidth=0.4).fit(X, y),
+                  LocalPolynomialRegressor(bandwidth=0.4).fit(X, y)):
+        ax = plot_weights(model, 0.3, X, y)
+        line = ax._weight_axes[0].lines[-1]
+        row = model.smoother_matrix(np.array([[0.3]]))[0]
+        order = np.argsort(X[:, 0], kind="stable")
+        np.testing.assert_allclose(line.get_xdata(), X[order, 0])
+        np.testing.assert_allclose(line.get_ydata(), row[order], rtol=1e-12)
+        assert np.sum(line.get_ydata()) == pytest.approx(1.0, rel=1e-9)
+
+
+def test_figures_refuse_what_they_cannot_draw(rng: np.random.Generator) -> None:
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0]
+    two = NadarayaWatsonRegressor(bandwidth=1.0).fit(X, y)
+    with pytest.raises(NadarayaError, match="one feature"):
+        plot_fit(two, X, y)
+    with pytest.raises(NadarayaError, match="one feature"):
+        plot_weights(two, 0.0, X, y)
+    with pytest.raises(NadarayaError, match="bandwidth='cv'"):
+        plot_cv_curve(two)
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg", "pdf"])
+def test_save_figure_is_atomic(tmp_path, rng: np.random.Generator, suffix: str) -> None:
+    ax = plot_knn_vs_kernel()
+    path = save_figure(ax.figure, tmp_path / f"knn.{suffix}")
+    assert path.stat().st_size > 1000
+    assert [p.name for p in tmp_path.iterdir()] == [f"knn.{suffix}"]
+
+
+@pytest.mark.slow
+def test_smoothing_demo_writes_the_figures(tmp_path) -> None:
+    report = smoothing_demo(tmp_path / "figs")
+    names = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert names == ["knn_vs_kernel.png", "mcycle_cv.png", "mcycle_fit.png",
+                     "mcycle_weights.png"]
+    for name, model in report.models.items():
+        assert name in report.summary
+        assert f"{model.bandwidth_:7.3f}" in report.summary
+        assert model.cv_results_ is not None
