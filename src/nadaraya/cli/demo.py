@@ -64,6 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time each engine as the best of R runs (default 5)")
     parser.add_argument("--out", type=Path, metavar="CSV",
                         help="write times and smoothed accel (automatic engine) to this CSV file")
+    parser.add_argument("--figures", type=Path, default=Path("nadaraya-demo"), metavar="DIR",
+                        help="fit mcycle with cross-validated Nadaraya-Watson and local-linear "
+                             "regression and write the figures to DIR (default nadaraya-demo)")
+    parser.add_argument("--no-figures", action="store_true",
+                        help="skip the cross-validated fits and their figures")
 
 
 def _check_out(out: Path, inputs: Sequence[Path]) -> None:
@@ -222,4 +227,9 @@ def run(args: argparse.Namespace) -> int:
         write_csv(args.out, header, columns)
         print()
         print(f"wrote {len(queries)} rows ({', '.join(header)}) to {args.out}")
+    if not args.no_figures:
+        from nadaraya.plot import smoothing_demo
+
+        print()
+        print(smoothing_demo(args.figures).summary)
     return 0
