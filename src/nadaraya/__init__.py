@@ -42,6 +42,7 @@ _LAZY = {
     "estimators": ("nadaraya.estimators", None),
     "image": ("nadaraya.image", None),
     "nn": ("nadaraya.nn", None),
+    "plot": ("nadaraya.plot", None),
 }
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -159,7 +159,7 @@ def smooth(
     job, squeeze = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)
     check_options(job, return_lse)
-    chosen, _ = choose(job, engine)
+    chosen, _ = choose(job, engine, describe=False)
     state = chosen.run(job)
     out = finish(job, state, empty)
     kind = kind_of(values)

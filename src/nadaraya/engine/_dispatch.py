@@ -80,14 +80,19 @@ def get_engine(name: str) -> Engine:
         ) from None
 
 
-def choose(job: Job, requested: str = "auto") -> tuple[Engine, Explanation]:
-    """Pick the engine for ``job`` (or check the requested one) and explain."""
+def choose(job: Job, requested: str = "auto", *,
+           describe: bool = True) -> tuple[Engine, Explanation]:
+    """Pick the engine for ``job`` (or check the requested one) and explain.
+
+    ``describe=False`` leaves ``Explanation.detail`` empty: formatting the
+    kernel and mask costs more than choosing for small problems.
+    """
     engines = adapt_engines(job, _engines())
     detail = {
         "m": job.m, "n": job.n, "p": job.p, "dtype": str(job.dtype).replace("torch.", ""),
         "device": str(job.device), "kernel": repr(job.kernel.kernel),
         "mask": repr(job.mask.mask) if job.mask is not None else None,
-    }
+    } if describe else {}
     refusals = {name: engine.refuse(job) for name, engine in engines.items()}
     if requested != "auto":
         engine = engines[get_engine(requested).name]
