@@ -26,25 +26,32 @@ def check_policy(empty: str) -> None:
         )
 
 
-def apply_empty_policy(job: Job, state: SmoothState, empty: str) -> torch.Tensor:
+_NO_WEIGHT = (
+    "see no key with positive weight: every visible key is masked or outside the kernel's "
+    "support. Widen the bandwidth, relax the mask, or pass empty='nan' (NaN there) or "
+    "empty='nearest' (the nearest visible key)."
+)
+
+
+def apply_empty_policy(job: Job, state: SmoothState, empty: str, *,
+                       problem: str = _NO_WEIGHT) -> torch.Tensor:
     """Smoothed values ``(m, p)`` with the empty rows handled by ``empty``.
 
-    ``"raise"`` raises :class:`NadarayaError` naming the queries; ``"nan"``
-    leaves NaN there; ``"nearest"`` gives the value of the nearest visible key
-    (the mean of the tied ones): the limit of the kernel as its bandwidth
-    goes to zero.
+    ``"raise"`` raises :class:`NadarayaError` naming the queries, followed by
+    ``problem`` (what is wrong with those rows and the fixes); ``"nan"`` puts
+    NaN there; ``"nearest"`` gives the value of the nearest visible key (the
+    mean of the tied ones): the limit of the kernel as its bandwidth goes to
+    zero.
     """
     out = state.mean()
     rows = torch.nonzero(state.empty_rows).flatten()
     if rows.numel() == 0:
         return out
     if empty == "raise":
-        raise NadarayaError(
-            f"{_describe(rows, job.m)} see no key with positive weight: every visible key "
-            "is masked or outside the kernel's support. Widen the bandwidth, relax the mask, "
-            "or pass empty='nan' (NaN there) or empty='nearest' (the nearest visible key)."
-        )
+        raise NadarayaError(f"{_describe(rows, job.m)} {problem}")
+    out = out.clone()
     if empty == "nan":
+        out[rows] = torch.nan
         return out
     values, lost = _nearest(job, rows)
     if lost.numel():
@@ -52,7 +59,6 @@ def apply_empty_policy(job: Job, state: SmoothState, empty: str) -> torch.Tensor
             f"empty='nearest' cannot help {_describe(lost, job.m)}: the mask hides every key "
             "from them. Relax the mask or pass empty='nan'."
         )
-    out = out.clone()
     out[rows] = values
     return out
 

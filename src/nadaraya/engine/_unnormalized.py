@@ -25,7 +25,7 @@ import torch
 from .._config import block_elements, get_config
 from .._errors import NadarayaError
 from ..masks import Visibility
-from ._empty import _describe, _nearest, apply_empty_policy
+from ._empty import _describe, apply_empty_policy
 from ._job import Job
 from ._state import SmoothState
 
@@ -243,25 +243,7 @@ def finish(job: Job, state: SmoothState, empty: str) -> torch.Tensor:
                 "of the row sums."
             )
         return state.acc * scale[:, None]
-    out = state.acc / state.total[:, None]
-    rows = torch.nonzero(state.empty_rows).flatten()
-    if rows.numel() == 0:
-        return out
-    if empty == "raise":
-        raise NadarayaError(
-            f"{_describe(rows, job.m)} have a signed weight sum of zero (to rounding), so "
-            "normalize=True cannot divide by it. Use normalize=False, or pass empty='nan' "
-            "(NaN there) or empty='nearest' (the value of the key with the largest weight)."
-        )
-    out = out.clone()
-    if empty == "nan":
-        out[rows] = torch.nan
-        return out
-    values, lost = _nearest(job, rows)
-    if lost.numel():
-        raise NadarayaError(
-            f"empty='nearest' cannot help {_describe(lost, job.m)}: the mask hides every key "
-            "from them. Relax the mask or pass empty='nan'."
-        )
-    out[rows] = values
-    return out
+    return apply_empty_policy(job, state, empty, problem=(
+        "have a signed weight sum of zero (to rounding), so normalize=True cannot divide by "
+        "it. Use normalize=False, or pass empty='nan' (NaN there) or empty='nearest' (the "
+        "value of the key with the largest weight)."))
