@@ -110,7 +110,19 @@ class NegativeDistance(SignedKernel):
         return f"p={self.p}"
 
 
-class Exponential(Kernel):
+class _OfSimilarity:
+    """A kernel made from a signed similarity: reads and checks the data as it does."""
+
+    similarity: SignedKernel
+
+    def _check(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        self.similarity._check(q, k)
+
+    def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.similarity._prepare(q, k)
+
+
+class Exponential(_OfSimilarity, Kernel):
     """Softmax separation ``K(q, k) = exp(beta * sim(q, k))`` of a signed similarity.
 
     The modern Hopfield (attention) update is one smoothing step with this
@@ -132,12 +144,6 @@ class Exponential(Kernel):
     def __init__(self, similarity: SignedKernel, beta: float = 1.0) -> None:
         self.similarity = _check_similarity(similarity)
         self.beta = _check_beta(beta)
-
-    def _check(self, q: torch.Tensor, k: torch.Tensor) -> None:
-        self.similarity._check(q, k)
-
-    def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.similarity._prepare(q, k)
 
     def _block(self, q: torch.Tensor, k: torch.Tensor,
                out: torch.Tensor | None = None) -> torch.Tensor:
@@ -175,7 +181,7 @@ class Exponential(Kernel):
         return f"{self.similarity!r}, beta={self.beta!r}"
 
 
-class Power(SignedKernel):
+class Power(_OfSimilarity, SignedKernel):
     """Polynomial separation ``K(q, k) = sim(q, k) ** beta`` (signed).
 
     Krotov and Hopfield's dense associative memory is ``Power(LinearKernel(), n)``.
@@ -195,12 +201,6 @@ class Power(SignedKernel):
     def __init__(self, similarity: SignedKernel, beta: float = 2.0) -> None:
         self.similarity = _check_similarity(similarity)
         self.beta = _check_beta(beta)
-
-    def _check(self, q: torch.Tensor, k: torch.Tensor) -> None:
-        self.similarity._check(q, k)
-
-    def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.similarity._prepare(q, k)
 
     def _power(self, s: torch.Tensor) -> torch.Tensor:
         if self.beta == int(self.beta):
@@ -225,7 +225,7 @@ class Power(SignedKernel):
         return f"{self.similarity!r}, beta={self.beta!r}"
 
 
-class ArgMax(Kernel):
+class ArgMax(_OfSimilarity, Kernel):
     """Max separation: weight one on the keys of largest similarity, zero elsewhere.
 
     The limit ``beta -> inf`` of ``Exponential(similarity, beta)``: smoothing
@@ -245,9 +245,6 @@ class ArgMax(Kernel):
 
     def __init__(self, similarity: SignedKernel) -> None:
         self.similarity = _check_similarity(similarity)
-
-    def _check(self, q: torch.Tensor, k: torch.Tensor) -> None:
-        self.similarity._check(q, k)
 
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         qp, kp = self.similarity._prepare(q, k)
