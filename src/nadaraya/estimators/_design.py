@@ -31,20 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from ..engine._grid import monomials as _grid_monomials
+
 __all__ = ["LocalDesign", "monomials"]
 
 
-@functools.lru_cache(maxsize=64)
-def monomials(n_features: int, degree: int) -> list[tuple[int, ...]]:
-    """Exponent tuples of all monomials of total degree ``<= degree``, constant first."""
-    out: list[tuple[int, ...]] = []
-    for total in range(degree + 1):
-        for combo in itertools.combinations_with_replacement(range(n_features), total):
-            e = [0] * n_features
-            for f in combo:
-                e[f] += 1
-            out.append(tuple(e))
-    return out
+#: Exponent tuples of all monomials of total degree ``<= degree``, constant first
+#: (the grid engine's enumeration, cached: the estimators ask for it on every call).
+monomials = functools.lru_cache(maxsize=64)(_grid_monomials)
 
 
 @functools.lru_cache(maxsize=64)
