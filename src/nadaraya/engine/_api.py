@@ -126,7 +126,7 @@ def smooth(
     bandwidth : float, array, str, optional
         For a named radial kernel: a scalar, one value per feature, a metric
         matrix ``L``, or ``"scott"`` / ``"silverman"``. Default 1.0.
-    engine : {"auto", "dense", "streamed", "neighbors", "fused"}
+    engine : {"auto", "neighbors", "pruned", "fused", "streamed", "autograd", "dense"}
         ``"auto"`` picks one; :func:`explain` says which and why.
     return_lse : bool, default False
         Also return ``log sum_j K(q, k_j)`` per query, so partial results merge.

@@ -36,13 +36,14 @@ def _engines() -> dict[str, Engine]:
     from ._dense import DenseEngine
     from ._fused import FusedEngine
     from ._neighbors import NeighborsEngine
+    from ._pruned import PrunedEngine
     from ._streamed import StreamedEngine
 
-    return {e.name: e for e in (NeighborsEngine(), FusedEngine(), StreamedEngine(),
-                                AutogradEngine(), DenseEngine())}
+    return {e.name: e for e in (NeighborsEngine(), PrunedEngine(), FusedEngine(),
+                                StreamedEngine(), AutogradEngine(), DenseEngine())}
 
 
-ENGINES = ("neighbors", "fused", "streamed", "autograd", "dense")
+ENGINES = ("neighbors", "pruned", "fused", "streamed", "autograd", "dense")
 
 
 @dataclass

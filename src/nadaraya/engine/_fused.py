@@ -31,6 +31,7 @@ from ..masks import Causal, Visibility
 from ._job import Job
 from ._state import SmoothState
 from ._streamed import dot_form_tolerance
+from ._threads import map_blocks
 
 __all__ = ["FusedEngine"]
 
@@ -178,14 +179,21 @@ def _causal(rows: slice, offset: int, n: int) -> Iterator[tuple[slice, list[Segm
         yield slice(first, rows.stop), segments
 
 
+def _threads(job: Job) -> int:
+    """Threads the engine runs query blocks on."""
+    return torch.get_num_threads() if job.device.type == "cpu" and not job.requires_grad else 1
+
+
 def _layout(job: Job) -> Iterator[tuple[slice, Iterable[Segment]]]:
     """Blocks of query rows, each with the key ranges it is attended over."""
     m, n, mask = job.m, job.n, job.mask
     config = get_config()
     if mask is None or type(mask.mask) is Causal:
-        # blocks bound the padded copies of the queries and the outputs
+        # blocks bound the padded copies of the queries and the outputs, and
+        # give each of the engine's threads (see run) a share of the rows
         wq, wv = _width(job.kernel.q.shape[1], job.p, job.device)
-        mb = max(_MIN_ROWS, block_elements(job.dtype.itemsize, buffers=1) // (wq + wv))
+        mb = max(_MIN_ROWS, min(block_elements(job.dtype.itemsize, buffers=1) // (wq + wv),
+                                -(-m // _threads(job))))
         for start in range(0, m, mb):
             rows = slice(start, min(start + mb, m))
             if mask is None:
@@ -276,8 +284,9 @@ class FusedEngine:
         wq, wv = _width(qa.shape[1], job.p, job.device)
         qa, ka = (F.pad(t, (0, wq - t.shape[1])) for t in (qa, ka))
         values = F.pad(job.values, (0, wv - job.p))
-        parts = []
-        for rows, segments in _layout(job):
+
+        def block(item: tuple[slice, Iterable[Segment]]) -> SmoothState:
+            rows, segments = item
             state = None
             for cols, kind in segments:
                 visible = job.mask.block(rows, cols) if kind == "partial" else None
@@ -288,7 +297,16 @@ class FusedEngine:
                                           device=job.device)
             # a copy of the first p columns frees the padded ones block by block
             acc = state.acc[:, :job.p] if wv == job.p else state.acc[:, :job.p].contiguous()
-            parts.append(SmoothState(state.offset, state.total, acc))
+            return SmoothState(state.offset, state.total, acc)
+
+        # Query blocks run in the engine's own threads, each kernel call on one
+        # thread: on a busy machine torch's intra-op threads stall each other
+        # on the many small calls a mask makes (see engine/_threads.py).
+        # Autograd records its graph in the calling thread.
+        if job.requires_grad:
+            parts = [block(item) for item in _layout(job)]
+        else:
+            parts = map_blocks(block, _layout(job), device=job.device)
         if len(parts) == 1:
             return parts[0]
         return SmoothState(*(torch.cat(x) for x in zip(
