@@ -177,3 +177,24 @@ def test_searched_fit_equals_a_fit_at_the_chosen_bandwidth(rng: np.random.Genera
     Xq = np.linspace(0, 6, 11)[:, None]
     np.testing.assert_allclose(searched.predict(Xq, return_std=True),
                                given.predict(Xq, return_std=True), rtol=1e-12)
+
+
+@pytest.mark.parametrize("rule", ["scott", "silverman"])
+def test_rules_are_the_package_rules_and_weights_repeat_rows(rng: np.random.Generator,
+                                                             rule: str) -> None:
+    import torch
+    from scipy.stats import gaussian_kde
+
+    import nadaraya.bandwidth as bw
+
+    X = rng.normal(size=(40, 3)) * [1.0, 2.0, 0.5]
+    y = X.sum(1)
+    h = NadarayaWatsonRegressor(bandwidth=rule).fit(X, y).bandwidth_
+    np.testing.assert_allclose(h, getattr(bw, rule)(torch.as_tensor(X)).numpy(), rtol=1e-12)
+    # scipy's kde factor times each feature's sample standard deviation
+    factor = gaussian_kde(X.T, bw_method=rule).factor
+    np.testing.assert_allclose(h, factor * X.std(0, ddof=1), rtol=1e-12)
+    w = rng.integers(1, 4, 40)
+    weighted = NadarayaWatsonRegressor(bandwidth=rule).fit(X, y, sample_weight=w).bandwidth_
+    repeated = NadarayaWatsonRegressor(bandwidth=rule).fit(X.repeat(w, 0), y.repeat(w))
+    np.testing.assert_allclose(weighted, repeated.bandwidth_, rtol=1e-12)

@@ -64,36 +64,24 @@ def weighted_spread(X: np.ndarray, w: np.ndarray, ddof: float = 0.0
     return mean, np.sqrt(var)
 
 
-def _weighted_quantile(x: np.ndarray, w: np.ndarray, prob: float) -> float:
-    """Linear-interpolation quantile of ``x`` with frequency weights ``w``."""
-    order = np.argsort(x, kind="stable")
-    xs, cw = x[order], np.cumsum(w[order])
-    pos = prob * (cw[-1] - 1.0)
-    lo = np.floor(pos)
-    i = min(int(np.searchsorted(cw, lo, side="right")), len(xs) - 1)
-    j = min(int(np.searchsorted(cw, lo + 1.0, side="right")), len(xs) - 1)
-    return float(xs[i] + (pos - lo) * (xs[j] - xs[i]))
-
-
 def rule_bandwidth(name: str, X: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Scott's or Silverman's rule per feature, with frequency weights."""
+    """Scott's or Silverman's rule per feature, with frequency weights.
+
+    The rules of :mod:`nadaraya.bandwidth` with the weighted sample standard
+    deviation and the total weight for ``n``: integer weights give the rule on
+    the repeated rows.
+    """
     n, d = X.shape[0], X.shape[1]
     total = float(w.sum())
     _, sd = weighted_spread(X, w, ddof=1.0)
-    if name == "silverman":
-        iqr = np.array([_weighted_quantile(X[:, f], w, 0.75)
-                        - _weighted_quantile(X[:, f], w, 0.25) for f in range(d)]) / 1.349
-        sd = np.where(iqr > 0, np.minimum(sd, iqr), sd)
-        factor = (4.0 / (d + 2)) ** (1.0 / (d + 4))
-    else:
-        factor = 1.0
     if n < 2 or (sd <= 0).any():
         cols = np.flatnonzero(sd <= 0).tolist()
         raise NadarayaError(
             f"bandwidth={name!r} needs spread in every feature; feature(s) {cols} of X are "
             "constant (or there is one sample). Give bandwidth as a number instead."
         )
-    return factor * sd * total ** (-1.0 / (d + 4))
+    effective = total * (d + 2) / 4.0 if name == "silverman" else total
+    return sd * effective ** (-1.0 / (d + 4))
 
 
 def _min_gap(x: np.ndarray) -> float:
