@@ -45,6 +45,64 @@ def test_objective_and_gradient_equal_metric_learn(rng):
     np.testing.assert_allclose(np.sqrt(2) * L.grad.numpy().ravel(), grad, rtol=1e-8, atol=1e-10)
 
 
+def _friedman(n: int = 150) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n, n_features=5, noise=0.5, random_state=0)
+    return (X - X.mean(0)) / X.std(0), y
+
+
+def _gradient_norm(X: np.ndarray, y: np.ndarray, L: np.ndarray) -> float:
+    Lt = torch.as_tensor(L).requires_grad_()
+    loo_squared_error(torch.as_tensor(X), torch.as_tensor(y[:, None]), Lt).backward()
+    return float(Lt.grad.norm())
+
+
+def test_fit_without_early_stopping_reaches_a_stationary_point():
+    X, y = _friedman()
+    L0 = 0.7 * np.eye(5)
+    model = MetricKernelRegressor(init=L0, early_stopping=False, standardize=False, tol=0,
+                                  max_iter=500).fit(X, y)
+    assert model.n_steps_ < 500
+    assert _gradient_norm(X, y, model.components_) < 1e-6 * _gradient_norm(X, y, L0)
+
+
+def _adapt_metric_learn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """metric-learn 0.7 passes ``force_all_finite``, renamed in scikit-learn 1.6."""
+    import inspect
+
+    import sklearn.utils.validation as validation
+    from metric_learn import _util
+
+    if "force_all_finite" in inspect.signature(validation.check_array).parameters:
+        return
+    def adapt(fn):
+        def call(*args, **kwargs):
+            if "force_all_finite" in kwargs:
+                kwargs["ensure_all_finite"] = kwargs.pop("force_all_finite")
+            return fn(*args, **kwargs)
+        return call
+
+    for name in ("check_X_y", "check_array"):
+        monkeypatch.setattr(_util, name, adapt(getattr(validation, name)))
+
+
+def test_fit_finds_metric_learns_minimum_from_the_same_start(monkeypatch):
+    metric_learn = pytest.importorskip("metric_learn")
+    _adapt_metric_learn(monkeypatch)
+    X, y = _friedman()
+    A0 = 0.5 * np.eye(5)
+    peer = metric_learn.MLKR(init=A0, max_iter=500, tol=1e-12).fit(X, y)
+    peer_loss = peer._loss(peer.components_.ravel(), X, y)[0] / len(X)
+    # metric-learn's kernel is exp(-||A x - A x'||^2): ours with L = sqrt(2) A
+    model = MetricKernelRegressor(init=np.sqrt(2) * A0, early_stopping=False,
+                                  standardize=False, tol=0, max_iter=500).fit(X, y)
+    assert model.loss_ == pytest.approx(peer_loss, rel=1e-8)
+    # the map is defined up to a rotation; the metric L^T L = 2 A^T A is not
+    L, A = model.components_, peer.components_
+    np.testing.assert_allclose(L.T @ L, 2 * A.T @ A, atol=1e-4 * np.abs(L.T @ L).max())
+
+
 def test_fit_lowers_the_objective_and_finds_the_relevant_features(rng):
     X = rng.uniform(-1, 1, (100, 4))
     y = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(100)

@@ -10,8 +10,13 @@ This is attention with ``W_q = W_k = L`` trained by gradient descent (seed
 000's derivation): queries ``X L^T``, keys ``X L^T``, values ``y``, the RBF
 kernel and the leave-one-out mask. Here the objective is exactly that call of
 :func:`nadaraya.nn.functional.kernel_attention`, and torch autograd gives its
-gradient; L-BFGS minimises it. ``tie=False`` learns separate maps for queries
-and keys.
+gradient; SciPy's L-BFGS-B (with its line search) minimises it.
+``tie=False`` learns separate maps for queries and keys.
+
+The objective is not convex, and for a full map it has ``n_components *
+n_features`` free parameters, so its minimum can fit the training sample's
+noise; by default the descent starts at the best isotropic smoother and stops
+early on held-out data (see :class:`MetricKernelRegressor`).
 """
 
 from __future__ import annotations
@@ -72,25 +77,35 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
         One map for queries and keys (``W_q = W_k = L``, a true metric);
         ``False`` learns ``W_q`` and ``W_k`` separately (an asymmetric kernel).
     init : {"auto", "identity", "pca"} or array of shape (n_components, n_features)
-        Starting map, multiplied by the isotropic scale with the lowest
-        leave-one-out error. ``"auto"`` is ``"pca"`` when ``n_components`` is
-        below the number of features, ``"identity"`` otherwise; an array is
-        used as given.
+        Starting map. ``"identity"`` (or the principal axes scaled to unit
+        variance, ``"pca"``) is divided by Scott's factor
+        ``n ** (-1 / (n_components + 4))`` and multiplied by the isotropic
+        scale with the lowest leave-one-out error on the grid of 21 scales
+        from 0.1 to 10 (geometric), found by walking downhill from 1: the
+        descent starts at the best isotropic Gaussian smoother. ``"auto"`` is
+        ``"pca"`` when ``n_components`` is below the number of features,
+        ``"identity"`` otherwise; an array is used as given.
     max_iter : int, default 100
-        L-BFGS iterations.
+        Most L-BFGS-B iterations.
     tol : float, default 1e-7
-        Stop when the relative change of the objective falls below it.
+        Stop when an iteration lowers the leave-one-out error by less than
+        ``tol`` times its value.
     early_stopping : bool, default True
         Learn on ``1 - validation_fraction`` of the data and keep the map
         with the lowest squared error on the rest: the leave-one-out error
-        of a full metric can itself be overfitted on small, noisy data.
+        of a full metric can itself be overfitted on small, noisy data, and
+        the held-out error decides how far the map moves from the isotropic
+        start. ``False`` minimises the leave-one-out error of all the data
+        (Weinberger and Tesauro's MLKR as stated) until ``tol`` or
+        ``max_iter``.
     validation_fraction : float, default 0.2
-        Share of the samples held out for early stopping.
+        Share of the samples held out for early stopping (no early stopping
+        when either part would have fewer than 2 samples).
     n_iter_no_change : int, default 5
         Stop after this many iterations without a better held-out error.
     refit : bool, default True
         With early stopping, learn the final map on all the data, taking
-        the number of L-BFGS steps that gave the best held-out error (as
+        the number of L-BFGS-B iterations that gave the best held-out error (as
         model selection refits on all the data); else keep the map learned
         on the smaller part.
     standardize : bool, default True
@@ -105,14 +120,14 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
     key_components_ : ndarray of shape (n_components, n_features)
         The keys' map (equal to ``components_`` when ``tie=True``).
     loss_ : float
-        Final leave-one-out mean squared error (in the units of ``y``) on
-        the samples the map was learned on.
+        Leave-one-out mean squared error (in the units of ``y``) of the
+        final map on the samples it was learned on.
     validation_error_ : float or None
         Held-out mean squared error at the chosen step (with early stopping).
     n_steps_ : int
-        L-BFGS steps taken for the final map.
+        L-BFGS-B iterations taken to the final map.
     n_iter_ : int
-        Objective evaluations.
+        Evaluations of the objective and its gradient by L-BFGS-B.
     fit_time_ : float
         Seconds spent in :meth:`fit`.
 
@@ -181,12 +196,24 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
         L = self._direction(Z, r)
         if not isinstance(self.init, str):
             return L
-        # the best isotropic scale of the starting map, by the leave-one-out error
+        # the isotropic scale with the lowest leave-one-out error: descend the grid of
+        # scales from 1 (Scott's rule) to the first grid point beating both neighbours
         z, y = torch.as_tensor(Z), torch.as_tensor(Y)
-        with torch.no_grad():
-            scales = np.geomspace(0.1, 10.0, 21)
-            errors = [float(loo_squared_error(z, y, torch.as_tensor(L * c))) for c in scales]
-        return L * scales[int(np.argmin(errors))]
+        scales = np.geomspace(0.1, 10.0, 21)
+        errors: dict[int, float] = {}
+
+        def error(i: int) -> float:
+            if i not in errors:
+                with torch.no_grad():
+                    errors[i] = float(loo_squared_error(z, y, torch.as_tensor(L * scales[i])))
+            return errors[i]
+
+        i = len(scales) // 2
+        while True:
+            j = min((k for k in (i - 1, i + 1) if 0 <= k < len(scales)), key=error)
+            if error(j) >= error(i):
+                return L * scales[i]
+            i = j
 
     def _direction(self, Z: np.ndarray, r: int) -> np.ndarray:
         n, d = Z.shape
@@ -249,8 +276,8 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
             L0 = self._initial(Z, Y, r)
             params, _, _, more, loss = self._descend(Z, Y, L0, steps, None)
             evaluations += more
-        self.components_ = params[0].detach().numpy().copy()
-        self.key_components_ = params[-1].detach().numpy().copy()
+        self.components_ = params[0].copy()
+        self.key_components_ = params[-1].copy()
         self.X_train_ = Z
         self.y_train_ = y
         self.loss_ = loss
@@ -262,67 +289,71 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
 
     def _descend(self, Z: np.ndarray, Y: np.ndarray, L0: np.ndarray, max_steps: int,
                  held: tuple[np.ndarray, np.ndarray] | None,
-                 ) -> tuple[list[torch.Tensor], int, float, int, float]:
-        """L-BFGS on the leave-one-out error; with ``held``, keep the best held-out map.
+                 ) -> tuple[list[np.ndarray], int, float, int, float]:
+        """L-BFGS-B on the leave-one-out error; with ``held``, keep the best held-out map.
 
         Returns the maps, the steps taken (to the kept map), its held-out
-        error, the objective evaluations and the final leave-one-out error.
+        error, the objective evaluations and the leave-one-out error of the
+        kept map.
         """
+        from scipy.optimize import minimize
+
         z, yt = torch.as_tensor(Z), torch.as_tensor(Y)
-        start = torch.as_tensor(L0)
-        params = [start.clone().requires_grad_()]
-        if not self.tie:
-            params.append(start.clone().requires_grad_())
-        optimizer = torch.optim.LBFGS(params, lr=1.0, max_iter=1, tolerance_grad=1e-10,
-                                      tolerance_change=self.tol * float(Y.var() + 1e-300),
-                                      history_size=20, line_search_fn="strong_wolfe")
+        n_maps = 1 if self.tie else 2
+        shape = (n_maps, *L0.shape)
         evaluations = 0
+        start = np.tile(L0.ravel(), n_maps)
+        # the kept point (step, held-out error, leave-one-out error) and the run's progress
+        best = {"x": start, "step": 0, "error": math.nan, "loss": math.nan}
+        state = {"step": 0, "stale": 0, "loss": math.nan}
 
-        def loo_error() -> torch.Tensor:
-            return loo_squared_error(z, yt, params[0], None if self.tie else params[1])
-
-        def objective() -> torch.Tensor:
+        def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
             nonlocal evaluations
             evaluations += 1
-            optimizer.zero_grad()
-            loss = loo_error()
+            maps = torch.tensor(x).reshape(shape).requires_grad_()
+            loss = loo_squared_error(z, yt, maps[0], maps[-1] if n_maps == 2 else None)
             loss.backward()
-            return loss
+            if evaluations == 1:  # the starting point
+                state["loss"] = best["loss"] = loss.item()
+            return loss.item(), maps.grad.numpy().ravel()
 
-        def held_out_error() -> float:
+        def held_out_error(x: np.ndarray) -> float:
             if held is None:
                 return math.nan
+            maps = torch.as_tensor(x).reshape(shape)
             with torch.no_grad():
-                q = torch.as_tensor(held[0]) @ params[0].T
-                k = z @ params[-1].T
-                pred = smooth(q, k, yt, "gaussian", bandwidth=1.0, empty="nearest")
+                q = torch.as_tensor(held[0]) @ maps[0].T
+                pred = smooth(q, z @ maps[-1].T, yt, "gaussian", bandwidth=1.0, empty="nearest")
                 return float((pred - torch.as_tensor(held[1])).square().sum(1).mean())
 
-        best_err, best_step = held_out_error(), 0
-        best = [p.detach().clone() for p in params]
-        stale, previous, step = 0, math.inf, 0
-        for step in range(1, max_steps + 1):
-            value = optimizer.step(objective).item()
+        best["error"] = held_out_error(start)
+
+        def after_step(intermediate_result: Any) -> None:
+            # called by L-BFGS-B once per iteration, with the new point and objective
+            x, value = intermediate_result.x, float(intermediate_result.fun)
+            state["step"] += 1
+            previous, state["loss"] = state["loss"], value
             if held is not None:
-                err = held_out_error()
-                if err < best_err:
-                    best_err, best_step, stale = err, step, 0
-                    best = [p.detach().clone() for p in params]
+                err = held_out_error(x)
+                if err < best["error"]:
+                    best.update(x=x.copy(), step=state["step"], error=err, loss=value)
+                    state["stale"] = 0
                 else:
-                    stale += 1
-                    if stale >= self.n_iter_no_change:
-                        break
-            if abs(previous - value) <= self.tol * max(abs(value), 1e-300):
-                break
-            previous = value
-        if held is not None:
-            with torch.no_grad():
-                for p, b in zip(params, best, strict=True):
-                    p.copy_(b)
-            step = best_step
-        with torch.no_grad():
-            loss = float(loo_error())
-        return params, step, best_err, evaluations, loss
+                    state["stale"] += 1
+                    if state["stale"] >= self.n_iter_no_change:
+                        raise StopIteration
+            else:
+                best.update(x=x.copy(), step=state["step"], loss=value)
+            if previous - value <= self.tol * abs(value):
+                raise StopIteration
+
+        if max_steps > 0:
+            minimize(objective, start, jac=True, method="L-BFGS-B", callback=after_step,
+                     options={"maxiter": max_steps, "ftol": 0.0, "gtol": 0.0})
+        else:
+            best["loss"] = objective(start)[0]
+        maps = list(best["x"].reshape(shape))
+        return maps, best["step"], best["error"], evaluations, best["loss"]
 
     def transform(self, X: Any) -> np.ndarray:
         """Map points into the learned space ``((X - mean) / scale) @ L^T``: (n, n_components)."""
