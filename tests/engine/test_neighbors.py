@@ -303,3 +303,17 @@ def test_any_small_problem_matches_dense(m: int, n: int, d: int, h: float, kerne
         patch.setattr(_neighbors, "BALL_SHARE", 10.0)
         got = neighbors(q, k, v, kernel, bandwidth=h, empty="nan")
     assert_same(got, dense(q, k, v, kernel, bandwidth=h, empty="nan"))
+
+
+def test_kernel_on_no_columns_with_a_neighbour_mask() -> None:
+    """A kernel on no feature weighs every key alike: the mask's table alone decides."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    rng = np.random.default_rng(3)
+    x = rng.random((300, 2))
+    v = rng.standard_normal(300)
+    kernel = K.Uniform(1.0).on([])
+    got = neighbors(x, x, v, kernel, M.KNearest(4))
+    want = KNeighborsRegressor(n_neighbors=4).fit(x, v).predict(x)
+    assert_same(got, want)
+    assert_same(got, dense(x, x, v, kernel, M.KNearest(4)))

@@ -122,7 +122,8 @@ def _sources(job: Job) -> list[_Source]:
         k = torch.cat([p[1] for p in parts], 1)
         radius = math.sqrt(sum(p[2] ** 2 for p in parts))
         filters = [job.mask] if job.mask is not None else []
-        found.append(_Ball("the kernel's support", _numpy(q), _numpy(k), radius, filters))
+        if q.shape[1] > 0:  # on no columns the support holds every key: no ball
+            found.append(_Ball("the kernel's support", _numpy(q), _numpy(k), radius, filters))
     if job.mask is None:
         return found
     conjuncts = _conjuncts(job.mask)
