@@ -11,6 +11,10 @@
   that setting is timed again (best of ``--repeat`` runs, the sweep's run
   included). Our non-local means is swept twice: search radius 7 (the
   default of ``nadaraya denoise``) and 10.
+* Steering kernel regression with its defaults (a non-local means pilot,
+  timed with it) and, at sigma 25, in the paper's iterative setup (Takeda,
+  Farsiu and Milanfar's denoising demo for that noise level: second order,
+  every iteration smoothing the previous estimate).
 * PSNR and SSIM (scikit-image's ``structural_similarity``) on the 0-255 scale.
 * Peers: OpenCV ``bilateralFilter`` and ``fastNlMeansDenoising``, scikit-image
   ``denoise_nl_means`` fast and slow mode, a Gaussian blur (OpenCV), BM3D
@@ -32,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -49,6 +52,7 @@ from nadaraya.image import (
     psnr,
     steering_kernel_regression,
 )
+from nadaraya.image.steering import default_h, default_range
 
 
 @dataclass
@@ -174,27 +178,25 @@ def run_sigma(sigma: float, clean: np.ndarray, args: argparse.Namespace) -> list
     add(sweep("nadaraya kernel_regression", sigma, clean,
               _grid(order=[0, 2], h=[0.8, 1.0, 1.3, 1.7, 2.2]),
               lambda order, h: kernel_regression(noisy, h, order), rep))
-    skr_h = {10: [1.25, 1.5, 2.0], 25: [2.25, 2.5, 2.75], 50: [3.0, 3.5, 4.0]}
-    h_values = skr_h.get(int(sigma), [2.0, 2.5, 3.0])
+    # steering kernel regression with its defaults (a non-local means pilot for the
+    # first gradients and the photometric factor; the time includes the pilot)
+    h0 = default_h(sigma)
     add(sweep("nadaraya steering (SKR)", sigma, clean,
-              _grid(h=h_values[1:2] if quick else h_values, iterations=[2]),
-              lambda h, iterations: steering_kernel_regression(
-                  noisy, h, iterations, order=0, window=3, lambda_elongation=10.0,
-                  initial_h=2.0, radius=math.ceil(2.5 * h)), rep))
-
-    nlm_best = next((r for r in results if r.method == "nadaraya non_local_means"), None)
-    if nlm_best is not None:
-        pilot_params = nlm_best.params
-
-        def skr_nlm_pilot(h: float) -> np.ndarray:
-            pilot = non_local_means(noisy, patch_size=7, **pilot_params)
-            return steering_kernel_regression(noisy, h, 1, order=0, window=2,
-                                              lambda_elongation=10.0, initial_h=1.0,
-                                              radius=math.ceil(2.5 * h), pilot=pilot)
-
-        add(sweep("nadaraya SKR, NLM pilot", sigma, clean,
-                  _grid(h=[v - 0.25 for v in (h_values[1:2] if quick else h_values)]),
-                  skr_nlm_pilot, rep, note="time includes the pilot"))
+              _grid(h=[h0] if quick else [h0 - 0.5, h0, h0 + 0.5],
+                    range_factor=[default_range(sigma)] if quick else [0.6, 0.8]),
+              lambda h, range_factor: steering_kernel_regression(
+                  noisy, h, sigma=sigma, range_sigma=range_factor * sigma), rep,
+              note="time includes the pilot"))
+    # the paper's iterative steering kernel regression (Takeda, Farsiu and Milanfar's
+    # denoising demo for sigma 25: second order, h = 2.4, 21 x 21 windows, gradients
+    # of a classic fit of the noisy image to start, each iteration smoothing the
+    # previous estimate); its h and first gradients are set for sigma 25 only
+    if sigma == 25:
+        add(sweep("nadaraya ISKR (paper setup)", sigma, clean,
+                  _grid(iterations=[8] if quick else [6, 9, 12], window=[2]),
+                  lambda iterations, window: steering_kernel_regression(
+                      noisy, 2.4, iterations, pilot="image", order=2, alpha=0.5,
+                      window=window, radius=10, range_sigma=None), rep))
 
     # -- baselines --------------------------------------------------------------
     if cv2 is not None:
@@ -230,7 +232,7 @@ PEERS = [
     ("nadaraya non_local_means r=10", "scikit-image NLM slow"),
     ("nadaraya steering (SKR)", "BM3D"),
     ("nadaraya steering (SKR)", "nadaraya non_local_means"),
-    ("nadaraya SKR, NLM pilot", "BM3D"),
+    ("nadaraya ISKR (paper setup)", "nadaraya steering (SKR)"),
 ]
 
 

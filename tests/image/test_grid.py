@@ -82,6 +82,56 @@ def test_steering_field_equals_dense_engine(rng: np.random.Generator) -> None:
     np.testing.assert_allclose(grid.mean().numpy(), ref, rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("keys_outside", [False, True])
+def test_steering_field_with_a_value_block_equals_dense_engine(rng: np.random.Generator,
+                                                               keys_outside: bool) -> None:
+    # the grouped path: offsets of one row at once, a per-key field and log-weight,
+    # and a value block comparing a guide that is not the values
+    h, w = 6, 7
+    img = rng.random((1, h, w))
+    guide = rng.random((2, h, w))
+    a = rng.standard_normal((h, w, 2, 2))
+    cov = torch.from_numpy(a @ a.transpose(0, 1, 3, 2) + 0.5 * np.eye(2))
+    steer = steering_kernel(1.1, cov.reshape(-1, 2, 2))
+    kernel = QuadraticKernel(None, 2.5, position_field=steer.position_field.reshape(h, w, 2, 2),
+                             key_log_weight=steer.key_log_weight.reshape(h, w), ndim=2)
+    offsets = window_offsets(2, 2, "disk")
+    state = grid_smooth(torch.from_numpy(img), kernel, offsets, guide=torch.from_numpy(guide),
+                        keys_outside=keys_outside)
+    flat = QuadraticKernel(None, 2.5, position_field=steer.position_field,
+                           key_log_weight=steer.key_log_weight, ndim=2)
+    t = np.hstack([_positions(h, w), guide.reshape(2, -1).T])
+    if keys_outside:
+        # keys beyond the border are mirrored pixels: compare in the middle only
+        inner = np.zeros((h, w), bool)
+        inner[2:-2, 2:-2] = True
+        mask = _window_mask(h, w, offsets)
+        ref = _dense(t, img.reshape(-1, 1), flat, mask)
+        np.testing.assert_allclose(state.mean().numpy()[inner.ravel()], ref[inner.ravel()],
+                                   rtol=0, atol=1e-13)
+        return
+    ref, lse = nadaraya.smooth(t, t, img.reshape(-1, 1), flat, _window_mask(h, w, offsets),
+                               engine="dense", return_lse=True)
+    np.testing.assert_allclose(state.mean().numpy(), ref, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(state.lse.numpy(), lse, rtol=0, atol=1e-12)
+
+
+def test_key_log_weights_far_apart(rng: np.random.Generator) -> None:
+    # per-key log-weights spread over 600 nats: each query's bound is its window's
+    # maximum, so no tile falls back to the running maximum and none underflows
+    h, w = 9, 10
+    img = rng.random((1, h, w))
+    logw = torch.from_numpy(rng.uniform(-300.0, 300.0, (h, w)))
+    kernel = QuadraticKernel(0.3, ndim=2, key_log_weight=logw)
+    offsets = window_offsets(2)
+    state = grid_smooth(torch.from_numpy(img), kernel, offsets, degree=1)
+    flat = QuadraticKernel(0.3, ndim=2, key_log_weight=logw.reshape(-1))
+    ref, lse = nadaraya.smooth(_positions(h, w), _positions(h, w), img.reshape(-1, 1), flat,
+                               _window_mask(h, w, offsets), engine="dense", return_lse=True)
+    np.testing.assert_allclose(state.mean().numpy()[:, :1], ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(state.lse.numpy(), lse, rtol=1e-12, atol=0)
+
+
 def test_tiles_do_not_change_the_result(rng: np.random.Generator) -> None:
     img = torch.from_numpy(rng.random((3, 40, 30)))
     kernel = nlm_kernel(0.3, gaussian_patch(5), 3)
@@ -103,6 +153,24 @@ def test_exact_pass_when_the_bound_is_loose(rng: np.random.Generator) -> None:
     t = np.hstack([_positions(h, w), img.reshape(1, -1).T])
     ref, lse = nadaraya.smooth(t, t, img.reshape(-1, 1), kernel, _window_mask(h, w, offsets),
                                engine="dense", empty="nan", return_lse=True)
+    np.testing.assert_allclose(state.mean().numpy(), ref, rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(state.lse.numpy(), lse, rtol=1e-12)
+
+
+def test_exact_pass_on_the_grouped_path(rng: np.random.Generator) -> None:
+    # a per-key field with no centre offset and tiny weights: the window's
+    # log-weight bound leaves too little weight and the running maximum takes over
+    h, w = 6, 7
+    img = rng.random((1, h, w))
+    a = rng.standard_normal((h, w, 2, 2))
+    cov = torch.from_numpy(400.0 * (a @ a.transpose(0, 1, 3, 2) + np.eye(2)))
+    offsets = torch.tensor([[0, 2], [2, 0], [0, -2], [-2, 0], [2, 2], [1, -2]])
+    state = grid_smooth(torch.from_numpy(img), steering_kernel(1.0, cov), offsets)
+    flat = steering_kernel(1.0, cov.reshape(-1, 2, 2))
+    ref, lse = nadaraya.smooth(_positions(h, w), _positions(h, w), img.reshape(-1, 1), flat,
+                               _window_mask(h, w, offsets), engine="dense", empty="nan",
+                               return_lse=True)
+    assert float(state.offset.max()) < -600
     np.testing.assert_allclose(state.mean().numpy(), ref, rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(state.lse.numpy(), lse, rtol=1e-12)
 
@@ -167,28 +235,60 @@ def test_keys_outside_read_through_the_border(rng: np.random.Generator) -> None:
         np.testing.assert_allclose(out, ref, rtol=0, atol=1e-14)
 
 
-def test_moments_of_the_displacement(rng: np.random.Generator) -> None:
+@pytest.mark.parametrize(("degree", "channels", "disk"), [(1, 1, False), (2, 2, True)])
+def test_moments_of_the_displacement(rng: np.random.Generator, degree: int, channels: int,
+                                     disk: bool) -> None:
     h, w = 5, 6
-    img = rng.random((1, h, w))
+    img = rng.random((channels, h, w))
     kernel = classic_kernel(1.2)
-    state = grid_smooth(torch.from_numpy(img), kernel, 2, degree=1)
-    mono = monomials(2, 1)
-    mono2 = [a for a in monomials(2, 2) if any(a)]
-    assert state.acc.shape[1] == len(mono) + len(mono2)
+    offsets = window_offsets(2, 2, "disk" if disk else "square")
+    state = grid_smooth(torch.from_numpy(img), kernel, offsets, degree=degree)
+    mono = monomials(2, degree)
+    mono2 = [a for a in monomials(2, 2 * degree) if any(a)]
+    assert state.acc.shape[1] == channels * len(mono) + len(mono2)
     mean = state.mean().numpy().reshape(h, w, -1)
-    i, j = 2, 1
-    num = np.zeros(len(mono) + len(mono2))
-    den = 0.0
-    for a in range(-2, 3):
-        for b in range(-2, 3):
-            y, x = i + a, j + b
-            if 0 <= y < h and 0 <= x < w:
-                wt = np.exp(-(a * a + b * b) / (2 * 1.2**2))
-                feats = [img[0, y, x] * a**e0 * b**e1 for e0, e1 in mono]
-                feats += [a**e0 * b**e1 for e0, e1 in mono2]
-                num += wt * np.array(feats, dtype=float)
-                den += wt
-    np.testing.assert_allclose(mean[i, j], num / den, rtol=0, atol=1e-14)
+    allowed = {tuple(o) for o in offsets.tolist()}
+    for i, j in ((2, 1), (0, 5), (4, 3)):
+        num = np.zeros(channels * len(mono) + len(mono2))
+        den = 0.0
+        for a in range(-2, 3):
+            for b in range(-2, 3):
+                y, x = i + a, j + b
+                if (a, b) in allowed and 0 <= y < h and 0 <= x < w:
+                    wt = np.exp(-(a * a + b * b) / (2 * 1.2**2))
+                    feats = [img[c, y, x] * a**e0 * b**e1 for e0, e1 in mono
+                             for c in range(channels)]
+                    feats += [a**e0 * b**e1 for e0, e1 in mono2]
+                    num += wt * np.array(feats, dtype=float)
+                    den += wt
+        np.testing.assert_allclose(mean[i, j], num / den, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("patch", [False, True])
+def test_moments_with_a_value_block(rng: np.random.Generator, patch: bool) -> None:
+    # the weights of the dense engine (rows of the smoother matrix) give the moments
+    h, w = 6, 7
+    img = rng.random((1, h, w))
+    offsets = window_offsets(2)
+    if patch:
+        kernel = nlm_kernel(0.4, gaussian_patch(3), 1, sigma=0.05)
+        padded = np.pad(img[0], 1, mode="reflect")
+        feats = np.stack([padded[i:i + 3, j:j + 3].ravel() for i in range(h) for j in range(w)])
+    else:
+        kernel = bilateral_kernel(1.3, 0.3)
+        feats = img.reshape(1, -1).T
+    degree = 1 if patch else 2
+    state = grid_smooth(torch.from_numpy(img), kernel, offsets, degree=degree)
+    pos = _positions(h, w)
+    t = np.hstack([pos, feats])
+    wts = nadaraya.weights(t, t, kernel, _window_mask(h, w, offsets))
+    disp = pos[None, :, :] - pos[:, None, :]  # key - query, (m, n, 2)
+    mono = monomials(2, degree)
+    mono2 = [a for a in monomials(2, 2 * degree) if any(a)]
+    cols = [disp[..., 0] ** a * disp[..., 1] ** b * img.reshape(-1)[None, :] for a, b in mono]
+    cols += [disp[..., 0] ** a * disp[..., 1] ** b for a, b in mono2]
+    ref = np.stack([(wts * c).sum(1) for c in cols], 1)
+    np.testing.assert_allclose(state.mean().numpy(), ref, rtol=0, atol=1e-12)
 
 
 def test_states_of_disjoint_keys_merge(rng: np.random.Generator) -> None:
@@ -210,6 +310,18 @@ def test_float32_within_same_dtype_error(rng: np.random.Generator) -> None:
     out32 = grid_smooth(torch.from_numpy(img).float(), kernel, 4).mean()
     assert out32.dtype == torch.float32
     torch.testing.assert_close(out32.double(), out64, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric", "edge", "wrap"])
+def test_padding_equals_numpy(rng: np.random.Generator, mode: str) -> None:
+    from nadaraya.engine._grid import _pad
+
+    for n in (1, 2, 5):
+        x = rng.random((2, n, n + 2))
+        for pads in ((0, 3), (2, 1), (7, 9)):
+            out = _pad(torch.from_numpy(x), pads, mode).numpy()
+            ref = np.pad(x, ((0, 0), (pads[0], pads[0]), (pads[1], pads[1])), mode=mode)
+            np.testing.assert_array_equal(out, ref)
 
 
 def test_window_offsets() -> None:

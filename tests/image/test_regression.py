@@ -123,9 +123,11 @@ def test_steering_from_a_pilot(rng: np.random.Generator) -> None:
     r, c = np.indices((30, 30))
     clean = np.where(r > c, 200.0, 50.0)
     noisy = clean + 20 * rng.standard_normal(clean.shape)
-    # the default pilot is the noisy image itself
-    np.testing.assert_array_equal(steering_kernel_regression(noisy, 2.0, 1, pilot=noisy),
-                                  steering_kernel_regression(noisy, 2.0, 1))
+    paper = {"order": 2, "alpha": 0.5, "range_sigma": None, "h": 2.0}
+    # pilot="image": the first gradients from the noisy image itself
+    np.testing.assert_array_equal(
+        steering_kernel_regression(noisy, iterations=1, pilot=noisy, initial_h=0.5, **paper),
+        steering_kernel_regression(noisy, iterations=1, pilot="image", **paper))
     # one iteration from a pilot: the steering fit with C from the pilot's gradients
     smooth = kernel_regression(noisy, 1.5)
     grad = local_fit(torch.from_numpy(smooth)[None], classic_kernel(1.2), window_offsets(4),
@@ -133,7 +135,63 @@ def test_steering_from_a_pilot(rng: np.random.Generator) -> None:
     cov = steering_matrices(grad, 2)
     ref = local_fit(torch.from_numpy(noisy)[None], steering_kernel(2.0, cov),
                     window_offsets(6), 2).value[0].numpy()
-    out = steering_kernel_regression(noisy, 2.0, 1, pilot=smooth, initial_h=1.2)
+    out = steering_kernel_regression(noisy, 2.0, 1, pilot=smooth, initial_h=1.2, radius=6,
+                                     order=2, alpha=0.5, range_sigma=None)
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
     with pytest.raises(NadarayaError, match="pilot"):
         steering_kernel_regression(noisy, 2.0, 1, pilot=clean[:10])
+    with pytest.raises(NadarayaError, match="pilot"):
+        steering_kernel_regression(noisy, 2.0, 1, pilot="bm3d")
+    with pytest.raises(NadarayaError, match="range_sigma"):
+        steering_kernel_regression(noisy, 2.0, 1, range_sigma=-1.0)
+
+
+def test_iterations_smooth_the_previous_estimate(rng: np.random.Generator) -> None:
+    # iterative steering kernel regression: C from the previous order-2 fit's
+    # gradients, and the previous estimate as the data
+    noisy = rng.random((14, 15)) * 255
+    data = torch.from_numpy(noisy)[None]
+    offsets = window_offsets(4)
+    grad = local_fit(data, classic_kernel(0.5), window_offsets(2), 2).gradient
+    first = local_fit(data, steering_kernel(1.3, steering_matrices(grad, 1, alpha=0.5)),
+                      offsets, 2)
+    second = local_fit(first.value, steering_kernel(
+        1.3, steering_matrices(first.gradient, 1, alpha=0.5)), offsets, 0)
+    out = steering_kernel_regression(noisy, 1.3, 2, pilot="image", order=0, window=1,
+                                     alpha=0.5, radius=4)
+    np.testing.assert_allclose(out, second.value[0].numpy(), rtol=0, atol=1e-9)
+
+
+def test_photometric_factor_equals_naive_loop(rng: np.random.Generator) -> None:
+    h, w, r, bw, s = 9, 8, 2, 1.4, 0.3
+    noisy = rng.random((h, w))
+    pilot = rng.random((h, w))
+    grad = local_fit(torch.from_numpy(pilot)[None], classic_kernel(1.0), window_offsets(3),
+                     2).gradient
+    cov = steering_matrices(grad * 255, 2, alpha=0.3).numpy()
+
+    def weight(i: int, j: int, y: int, x: int) -> float:
+        d = np.array([y - i, x - j], float)
+        c = cov[y, x]
+        return (math.sqrt(np.linalg.det(c)) * math.exp(-d @ c @ d / (2 * bw * bw))
+                * math.exp(-(pilot[i, j] - pilot[y, x]) ** 2 / (2 * s * s)))
+
+    ref, _ = _naive.local_polynomial(noisy, weight, r, 0)
+    out = steering_kernel_regression(noisy, bw, pilot=pilot, range_sigma=s, radius=r,
+                                     data_range=1.0)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
+
+
+def test_default_pilot_is_non_local_means(rng: np.random.Generator) -> None:
+    from nadaraya.image import estimate_noise, non_local_means
+    from nadaraya.image.denoise import recipe
+
+    r, c = np.indices((32, 32))
+    noisy = np.where(r > c, 200.0, 50.0) + 20 * rng.standard_normal((32, 32))
+    pilot = non_local_means(noisy, **recipe("nlm", 20.0))
+    np.testing.assert_array_equal(steering_kernel_regression(noisy, sigma=20.0),
+                                  steering_kernel_regression(noisy, sigma=20.0, pilot=pilot))
+    # without sigma, the noise is estimated
+    np.testing.assert_array_equal(
+        steering_kernel_regression(noisy),
+        steering_kernel_regression(noisy, sigma=estimate_noise(noisy)))

@@ -29,11 +29,21 @@ Local polynomial fits (kernel regression of order 2) need weighted moments
 of the key's displacement ``D = key - query``: with ``degree > 0`` the state
 also accumulates ``D^a v`` and ``D^a`` for the monomials ``a``
 (:func:`monomials`); solving the small systems is left to the caller.
+
+Without patches, sub-pixel shifts or a noise offset, and with moments or a
+per-key field or log-weight (LARK), offsets are taken a row at a time: the
+offsets ``(*prefix, lo..hi)`` differ in their last coordinate only, so their
+keys are one strided view of each array (a window sliding along the last
+axis), their scores one operation over ``K`` stacked arrays, and the moments
+one matrix product with the monomials' coefficients. Each query's offset is
+then the largest log-weight in its window (every weight at most 1, the
+centre's at least ``exp`` of its own log-weight minus that bound).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,7 +52,7 @@ import torch
 from .._config import get_config
 from .._errors import NadarayaError
 from ..kernels.quadratic import QuadraticKernel
-from ._grid_tile import BATCH, Plan, run_tile, weak
+from ._grid_tile import Group, Plan, power, run_tile, weak
 from ._job import exp_floor
 from ._state import SmoothState
 
@@ -53,7 +63,9 @@ BORDERS = ("reflect", "symmetric", "edge", "wrap")
 # Temporaries per pixel of a tile beyond the channels (scores, weights, masks).
 _TEMPS = 8
 # On CPU, tiles hold at most this many pixels (their temporaries stay in cache).
-_CPU_TILE = 1 << 18
+_CPU_TILE = 1 << 17
+# On CPU, the stacked scores of one group of offsets hold at most this many numbers.
+_CPU_GROUP = 1 << 17
 
 
 def window_offsets(radius: int | Sequence[int], ndim: int = 2, shape: str = "square",
@@ -121,13 +133,30 @@ def _pad_index(n: int, before: int, after: int, mode: str, device: torch.device)
 
 
 def _pad(x: torch.Tensor, pads: Sequence[int], mode: str) -> torch.Tensor:
-    """Pad the trailing ``len(pads)`` axes of ``x`` by ``pads[k]`` on both sides."""
+    """Pad the trailing ``len(pads)`` axes of ``x`` by ``pads[k]`` on both sides.
+
+    The interior is one copy; each axis's margins are then read from the
+    padded array itself (``out[i, j] = x[index_0(i), index_1(j)]``: margins
+    of earlier axes are complete when a later axis copies them).
+    """
     lead = x.ndim - len(pads)
+    if not any(pads):
+        return x
+    shape = list(x.shape)
     for k, p in enumerate(pads):
-        if p:
-            axis = lead + k
-            x = x.index_select(axis, _pad_index(x.shape[axis], p, p, mode, x.device))
-    return x
+        shape[lead + k] += 2 * p
+    out = x.new_empty(shape)
+    out[(slice(None),) * lead + tuple(slice(p, p + x.shape[lead + k])
+                                      for k, p in enumerate(pads))] = x
+    for k, p in enumerate(pads):
+        if not p:
+            continue
+        axis, n = lead + k, x.shape[lead + k]
+        index = _pad_index(n, p, p, mode, x.device) + p
+        for start in (0, p + n):
+            source = out.index_select(axis, index[start:start + p])
+            out.narrow(axis, start, p).copy_(source)
+    return out
 
 
 def _separable(g: torch.Tensor) -> list[torch.Tensor] | None:
@@ -248,9 +277,16 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
     mode = border
     vals = _pad(values, pads, mode)
     gd = None
+    guide_scale = 1.0
     if lmap is not None:
-        gd = torch.einsum("ij,j...->i...", lmap, g.to(dtype=dtype, device=device))
-        gd = _pad(gd, pads, mode)
+        # padding copies pixels, so it commutes with the linear map: the values
+        # are padded once and serve as the guide's source when they are the guide
+        source = vals if guide is None else _pad(g.to(dtype=dtype, device=device), pads, mode)
+        if lmap.shape == (1, 1):
+            # one channel: the scale multiplies the squared differences instead
+            gd, guide_scale = source, float(lmap[0, 0]) ** 2
+        else:
+            gd = torch.einsum("ij,j...->i...", lmap, source)
     valid = None
     if key_valid is not None:
         valid = key_valid.to(device=device, dtype=torch.bool)
@@ -273,36 +309,93 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
                 f"got {tuple(key_shift.shape)}."
             )
         shift = _pad(key_shift.to(dtype=dtype, device=device), pads, mode)
-    augmented = None
-    if degree == 0:
-        # [v * valid, valid]; its first p channels serve as the values (hidden
-        # keys are masked wherever the values are read on their own)
-        augmented = torch.empty((vals.shape[0] + 1, *vals.shape[1:]), dtype=dtype,
-                                device=device)
-        if valid is None:
-            augmented[-1] = 1.0
-            augmented[:-1] = vals
-        else:
-            augmented[-1] = valid
-            torch.mul(vals, augmented[-1], out=augmented[:-1])
-        vals = augmented[:-1]
-    clamp = _may_underflow(gd, kernel, patch, offs, dtype)
+    counts = None
+    if degree == 0 and valid is not None:
+        # hidden keys carry no value and no count: v * valid and valid
+        counts = valid.to(dtype)
+        vals = vals * counts
+    clamp = _may_underflow(gd, guide_scale, patch, dtype)
     bound = 0.0
     if logw is not None:
         inner = logw if valid is None else logw[valid]
         bound = float(inner.max()) if inner.numel() else 0.0
+    groups = keylog = top = keep = None
+    if (shift is None and patch is None and not kernel.noise
+            and (degree > 0 or logw is not None or field is not None)):
+        qx = kernel.position_matrix().tolist()
+        groups = _groups(offs, d, degree, None if field is not None else qx, dtype, device)
+        if valid is not None:
+            keep = valid.to(dtype)
+        if logw is not None:
+            keylog = logw
+            top = _window_max(logw if valid is None else logw.masked_fill(~valid, -math.inf),
+                              pads, offs, shape)
+            top.masked_fill_(torch.isinf(top), 0.0)
     return Plan(
-        shape=shape, pads=pads, values=vals, guide=gd, valid=valid, logw=logw, field=field,
+        shape=shape, pads=pads, values=vals, guide=gd, guide_scale=guide_scale, valid=valid,
+        logw=logw, field=field,
         shift=shift, qx=kernel.position_matrix().to(dtype=dtype, device=device),
         patch=patch, prad=prad, noise=kernel.noise, bound=bound, zero=zero, pairs=pairs,
         singles=singles, ext=ext, mono=monomials(d, degree),
         mono2=[a for a in monomials(d, 2 * degree) if any(a)], symmetric=symmetric,
-        augmented=augmented, clamp=clamp,
+        counts=counts, clamp=clamp, groups=groups, keylog=keylog, top=top, keep=keep,
     )
 
 
-def _may_underflow(guide: torch.Tensor | None, kernel: QuadraticKernel, patch: Any,
-                   offsets: list[tuple[int, ...]], dtype: torch.dtype) -> bool:
+def _groups(offsets: list[tuple[int, ...]], d: int, degree: int,
+            qx: list[list[float]] | None, dtype: torch.dtype, device: torch.device
+            ) -> list[Group]:
+    """The offsets grouped by all but their last coordinate, with the moments' coefficients.
+
+    Without a per-key field the position block is a constant per offset, a
+    factor ``exp(-o^T Q_x o)`` of its coefficients (0 below the exponent floor).
+    """
+    mono = monomials(d, degree)
+    mono2 = [a for a in monomials(d, 2 * degree) if any(a)]
+    floor = exp_floor(dtype)
+    by: dict[tuple[int, ...], list[int]] = {}
+    for o in offsets:
+        by.setdefault(o[:-1], []).append(o[-1])
+    out = []
+    for prefix, lasts in sorted(by.items()):
+        lo, hi = min(lasts), max(lasts)
+        width = hi - lo + 1
+        value = torch.zeros(len(mono), width, dtype=torch.float64)
+        weight = torch.zeros(len(mono2) + 1, width, dtype=torch.float64)
+        for last in set(lasts):
+            o = (*prefix, last)
+            log_scale = 0.0 if qx is None else -sum(
+                o[i] * o[j] * qx[i][j] for i in range(d) for j in range(d))
+            if log_scale < floor:
+                continue
+            scale = math.exp(log_scale)
+            k = last - lo
+            value[:, k] = torch.tensor([scale * power(o, a) for a in mono], dtype=torch.float64)
+            weight[:, k] = torch.tensor([scale * power(o, a) for a in mono2] + [scale],
+                                        dtype=torch.float64)
+        out.append(Group(prefix, lo, width,
+                         torch.arange(lo, hi + 1, dtype=dtype, device=device),
+                         value.to(dtype=dtype, device=device),
+                         weight.to(dtype=dtype, device=device)))
+    return out
+
+
+def _window_max(x: torch.Tensor, pads: Sequence[int], offsets: list[tuple[int, ...]],
+                shape: Sequence[int]) -> torch.Tensor:
+    """``max_o x[q + o]`` over the bounding box of the offsets, for every query ``q``
+    (``x`` padded by ``pads``); separable, one running maximum per axis."""
+    for k, n in enumerate(shape):
+        lo = min(o[k] for o in offsets)
+        hi = max(o[k] for o in offsets)
+        out = x.narrow(k, pads[k] + lo, n).clone()
+        for u in range(lo + 1, hi + 1):
+            torch.maximum(out, x.narrow(k, pads[k] + u, n), out=out)
+        x = out
+    return x
+
+
+def _may_underflow(guide: torch.Tensor | None, guide_scale: float, patch: Any,
+                   dtype: torch.dtype) -> bool:
     """Whether some pair score of the value / patch block can fall below the exponent floor.
 
     ``r^2 <= sum_c range(L y_c)^2 * sum(g)``; the position block is a constant
@@ -310,8 +403,7 @@ def _may_underflow(guide: torch.Tensor | None, kernel: QuadraticKernel, patch: A
     """
     if guide is None:
         return False
-    flat = guide.reshape(guide.shape[0], -1)
-    spread = float((flat.amax(1) - flat.amin(1)).square().sum())
+    spread = guide_scale * sum((float(c.amax()) - float(c.amin())) ** 2 for c in guide)
     if patch is not None:
         if isinstance(patch, list):
             total = 1.0
@@ -329,12 +421,16 @@ def _tile_rows(plan: Plan, n_acc: int, itemsize: int, device: torch.device) -> i
     row = 1
     for k in range(1, plan.ndim):
         row *= plan.shape[k] + 2 * plan.ext[k] + 2 * plan.prad[k]
-    stacked = BATCH * (plan.p + 1) if len(plan.mono) > 1 else 0
+    stacked = 0
+    if plan.groups is not None:
+        stacked = max(g.width for g in plan.groups) * (plan.p + 1)
     per_row = row * (_TEMPS + 2 * (plan.p + (plan.guide.shape[0] if plan.guide is not None
                                                 else 0)) + n_acc + stacked)
     rows = max(1, int(budget // max(per_row, 1)) - 2 * plan.ext[0] - 2 * plan.prad[0])
     if device.type == "cpu":
         rows = min(rows, max(1, _CPU_TILE // max(row, 1)))
+        if stacked:
+            rows = min(rows, max(1, _CPU_GROUP // (row * stacked)))
     rows = min(rows, plan.shape[0])
     tiles = -(-plan.shape[0] // rows)
     return -(-plan.shape[0] // tiles)  # tiles of equal height
@@ -433,14 +529,28 @@ def grid_smooth(
         for n in plan.shape:
             m *= n
         row = m // plan.shape[0]
-        out = SmoothState(values.new_empty(m), values.new_empty(m), values.new_empty(m, n_acc))
+        # acc is stored column-major, (n_columns, m): a tile's columns are a view
+        acc = values.new_empty(n_acc, m)
+        total = values.new_empty(m)
+        # the offset is the constant bound until a tile says otherwise
+        offset: torch.Tensor | None = None
+        direct = len(plan.mono) == 1
+        scratch: dict[Any, torch.Tensor] = {}  # work arrays shared by the tiles
         for a in range(0, plan.shape[0], step):
             rows = (a, min(a + step, plan.shape[0]))
-            tile = run_tile(plan, rows, exact=False)
-            if weak(plan, tile, n_keys):
-                tile = run_tile(plan, rows, exact=True)
-            part = tile.state()
             where = slice(rows[0] * row, rows[1] * row)
-            out.offset[where], out.total[where], out.acc[where] = (
-                part.offset, part.total, part.acc)
-        return out
+            size = (rows[1] - rows[0], *plan.shape[1:])
+            into = (acc[:, where].view(n_acc, *size), total[where].view(size))
+            tile = run_tile(plan, rows, exact=False, into=into if direct else None,
+                            scratch=scratch)
+            if weak(plan, tile, n_keys):
+                tile = run_tile(plan, rows, exact=True, scratch=scratch)
+            elif tile.fast and direct:
+                continue
+            part = tile.state()
+            if offset is None:
+                offset = values.new_full((m,), plan.bound)
+            offset[where], total[where], acc.T[where] = part.offset, part.total, part.acc
+        if offset is None:
+            offset = values.new_full((1,), plan.bound).expand(m)
+        return SmoothState(offset, total, acc.T)

@@ -59,7 +59,7 @@ class Image:
         out = out[0] if self.gray else out.permute(1, 2, 0)
         if self.integer:
             info = torch.iinfo(self.dtype) if self.is_torch else np.iinfo(self.dtype)
-            out = out.round().clamp(info.min, info.max)
+            out = out.round().clamp_(float(info.min), float(info.max))
         if self.is_torch:
             return out.to(self.dtype)
         return out.detach().cpu().numpy().astype(self.dtype, copy=False)
@@ -113,6 +113,14 @@ def as_image(image: Any, name: str = "image", *, dtype: torch.dtype | None = Non
     if dtype is None:
         dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
     data = (t[None] if t.ndim == 2 else t.permute(2, 0, 1)).to(dtype).contiguous()
+    # integers are finite; for floats a finite sum proves every value finite
+    if data.is_floating_point() and t.is_floating_point() and not math.isfinite(
+            float(data.sum())):
+        _check_finite(data, name)
+    return Image(data, t.ndim == 2, in_dtype, is_torch)
+
+
+def _check_finite(data: torch.Tensor, name: str) -> None:
     bad = ~torch.isfinite(data)
     if bool(bad.any()):
         where = torch.nonzero(bad.any(0))[:3].tolist()
@@ -121,7 +129,6 @@ def as_image(image: Any, name: str = "image", *, dtype: torch.dtype | None = Non
             f"{', '.join(map(str, map(tuple, where)))}). Fill them first, e.g. with "
             "nadaraya.image.reconstruct from the finite pixels."
         )
-    return Image(data, t.ndim == 2, in_dtype, is_torch)
 
 
 def check_positive(value: Any, name: str, fix: str = "") -> float:
@@ -143,7 +150,8 @@ def data_range_of(img: Image, given: float | None = None) -> float:
     if img.integer:
         info = torch.iinfo(img.dtype) if img.is_torch else np.iinfo(img.dtype)
         return float(info.max)
-    return 1.0 if float(img.data.abs().max()) <= 1.0 + 1e-6 else 255.0
+    peak = max(float(img.data.amax()), -float(img.data.amin()))
+    return 1.0 if peak <= 1.0 + 1e-6 else 255.0
 
 
 def read_image(path: Any) -> np.ndarray:

@@ -42,6 +42,10 @@ class LocalFit:
     mean: torch.Tensor
 
 
+# Pixels solved at once: the small systems' temporaries stay in cache.
+_CHUNK = 1 << 15
+
+
 def solve_moments(state: SmoothState, p: int, ndim: int, degree: int) -> tuple[
         torch.Tensor, torch.Tensor, torch.Tensor]:
     """Coefficients ``(m, n_monomials, p)`` of the local fits, the fallback mask ``(m,)``
@@ -51,6 +55,15 @@ def solve_moments(state: SmoothState, p: int, ndim: int, degree: int) -> tuple[
     the fit of the next lower degree is used (its higher coefficients 0).
     Rows without weight give NaN (the caller's empty policy decides).
     """
+    m = state.total.shape[0]
+    if m <= _CHUNK:
+        return _solve(state, p, ndim, degree)
+    parts = [_solve(state[a:a + _CHUNK], p, ndim, degree) for a in range(0, m, _CHUNK)]
+    return tuple(torch.cat(part) for part in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
+def _solve(state: SmoothState, p: int, ndim: int, degree: int) -> tuple[
+        torch.Tensor, torch.Tensor, torch.Tensor]:
     mean = (state.acc / state.total[:, None]).T.contiguous()  # (columns, m)
     mono = monomials(ndim, degree)
     m = mean.shape[1]
@@ -138,14 +151,19 @@ def _cholesky_solve(gram: list[list[torch.Tensor]], rhs: list[torch.Tensor]) -> 
 
 
 def local_fit(values: torch.Tensor, kernel: Any, offsets: torch.Tensor, degree: int, *,
-              key_valid: torch.Tensor | None = None, key_shift: torch.Tensor | None = None,
-              border: str = "reflect", keys_outside: bool = False,
-              state: SmoothState | None = None) -> LocalFit:
-    """Fit a local polynomial of ``degree`` at every pixel of ``values`` ``(c, H, W)``."""
+              guide: torch.Tensor | None = None, key_valid: torch.Tensor | None = None,
+              key_shift: torch.Tensor | None = None, border: str = "reflect",
+              keys_outside: bool = False, state: SmoothState | None = None) -> LocalFit:
+    """Fit a local polynomial of ``degree`` at every pixel of ``values`` ``(c, H, W)``.
+
+    ``guide`` ``(c', H, W)``: the features a value block of the kernel compares
+    (default ``values``), as in :func:`~nadaraya.engine._grid.grid_smooth`.
+    """
     c, height, width = values.shape
     if state is None:
-        state = grid_smooth(values, kernel, offsets, key_valid=key_valid, key_shift=key_shift,
-                            degree=degree, border=border, keys_outside=keys_outside)
+        state = grid_smooth(values, kernel, offsets, guide=guide, key_valid=key_valid,
+                            key_shift=key_shift, degree=degree, border=border,
+                            keys_outside=keys_outside)
     coef, bad, order0 = solve_moments(state, c, 2, degree)
     value = coef[:, 0, :].T.reshape(c, height, width)
     gradient = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .._errors import NadarayaError
@@ -42,9 +41,9 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
     if method == "kr":
         return {"h": 0.55 + 0.023 * min(s255, 100.0), "order": 0}
     if method == "skr":
-        h = 0.75 + 0.065 * min(s255, 100.0)
-        return {"h": h, "iterations": 2, "order": 0, "window": 3, "lambda_elongation": 10.0,
-                "initial_h": 2.0, "radius": math.ceil(2.5 * h)}
+        # a non-local means pilot, h and range_sigma from the noise level
+        # (see steering_kernel_regression)
+        return {"sigma": sigma}
     raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
 
 
