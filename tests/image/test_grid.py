@@ -8,7 +8,8 @@ import torch
 
 import nadaraya
 from nadaraya import NadarayaError
-from nadaraya.engine._grid import grid_smooth, monomials, window_offsets
+from nadaraya.engine._grid import grid_smooth
+from nadaraya.engine._lattice import monomials, window_offsets
 from nadaraya.engine._state import SmoothState
 from nadaraya.kernels.quadratic import (
     QuadraticKernel,
@@ -314,7 +315,7 @@ def test_float32_within_same_dtype_error(rng: np.random.Generator) -> None:
 
 @pytest.mark.parametrize("mode", ["reflect", "symmetric", "edge", "wrap"])
 def test_padding_equals_numpy(rng: np.random.Generator, mode: str) -> None:
-    from nadaraya.engine._grid import _pad
+    from nadaraya.engine._lattice import _pad
 
     for n in (1, 2, 5):
         x = rng.random((2, n, n + 2))

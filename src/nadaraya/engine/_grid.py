@@ -38,13 +38,16 @@ axis), their scores one operation over ``K`` stacked arrays, and the moments
 one matrix product with the monomials' coefficients. Each query's offset is
 then the largest log-weight in its window (every weight at most 1, the
 centre's at least ``exp`` of its own log-weight minus that bound).
+
+The pieces: :mod:`~nadaraya.engine._lattice` (offsets, monomials, padding),
+:mod:`~nadaraya.engine._grid_plan` (the padded inputs and the offsets'
+schedule), :mod:`~nadaraya.engine._grid_tile` (one tile, offset by offset),
+:mod:`~nadaraya.engine._grid_fast` (its loop without moments or per-key
+weights) and :mod:`~nadaraya.engine._grid_group` (the grouped path).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -52,8 +55,9 @@ import torch
 from .._config import get_config
 from .._errors import NadarayaError
 from ..kernels.quadratic import QuadraticKernel
-from ._grid_tile import Group, Plan, power, run_tile, weak
-from ._job import exp_floor
+from ._grid_plan import Plan, _plan
+from ._grid_tile import run_tile, weak
+from ._lattice import monomials, window_offsets
 from ._state import SmoothState
 
 __all__ = ["BORDERS", "grid_smooth", "monomials", "window_offsets"]
@@ -66,118 +70,6 @@ _TEMPS = 8
 _CPU_TILE = 1 << 17
 # On CPU, the stacked scores of one group of offsets hold at most this many numbers.
 _CPU_GROUP = 1 << 17
-
-
-def window_offsets(radius: int | Sequence[int], ndim: int = 2, shape: str = "square",
-                   *, device: torch.device | str | None = None) -> torch.Tensor:
-    """The offsets of a window: ``|o_k| <= radius_k`` (square) or ``||o|| <= radius`` (disk).
-
-    Parameters
-    ----------
-    radius : int or sequence of int
-        Half-width in pixels, one for all axes or one per axis.
-    ndim : int, default 2
-        Number of grid dimensions.
-    shape : {"square", "disk"}
-        ``"disk"`` keeps the offsets with Euclidean length ``<= radius``
-        (OpenCV's bilateral window).
-
-    Returns
-    -------
-    torch.Tensor of shape (n_offsets, ndim), int64
-    """
-    radii = [radius] * ndim if isinstance(radius, int) else list(radius)
-    if len(radii) != ndim or any(not isinstance(r, int) or r < 0 for r in radii):
-        raise NadarayaError(
-            f"radius must be an integer >= 0 or one per axis ({ndim}); got {radius!r}."
-        )
-    axes = [torch.arange(-r, r + 1) for r in radii]
-    grid = torch.cartesian_prod(*axes).reshape(-1, ndim)
-    if shape == "disk":
-        r = max(radii) if radii else 0
-        grid = grid[(grid.double().square().sum(1) <= r * r + 1e-9)]
-    elif shape != "square":
-        raise NadarayaError(f"shape must be 'square' or 'disk'; got {shape!r}.")
-    return grid.to(device=device)
-
-
-def monomials(ndim: int, degree: int) -> list[tuple[int, ...]]:
-    """Exponents ``a`` of the monomials ``D^a`` with ``|a| <= degree``, by total degree.
-
-    ``[(0, 0), (1, 0), (0, 1), (2, 0), (1, 1), (0, 2)]`` for ``ndim=2, degree=2``.
-    """
-    out: list[tuple[int, ...]] = []
-    for total in range(degree + 1):
-        for combo in itertools.combinations_with_replacement(range(ndim), total):
-            a = [0] * ndim
-            for k in combo:
-                a[k] += 1
-            out.append(tuple(a))
-    return out
-
-
-def _pad_index(n: int, before: int, after: int, mode: str, device: torch.device) -> torch.Tensor:
-    i = torch.arange(-before, n + after, device=device)
-    if mode == "reflect":
-        if n == 1:
-            return torch.zeros_like(i)
-        period = 2 * n - 2
-        i = i.remainder(period)
-        return torch.where(i >= n, period - i, i)
-    if mode == "symmetric":
-        i = i.remainder(2 * n)
-        return torch.where(i >= n, 2 * n - 1 - i, i)
-    if mode == "edge":
-        return i.clamp(0, n - 1)
-    return i.remainder(n)  # wrap
-
-
-def _pad(x: torch.Tensor, pads: Sequence[int], mode: str) -> torch.Tensor:
-    """Pad the trailing ``len(pads)`` axes of ``x`` by ``pads[k]`` on both sides.
-
-    The interior is one copy; each axis's margins are then read from the
-    padded array itself (``out[i, j] = x[index_0(i), index_1(j)]``: margins
-    of earlier axes are complete when a later axis copies them).
-    """
-    lead = x.ndim - len(pads)
-    if not any(pads):
-        return x
-    shape = list(x.shape)
-    for k, p in enumerate(pads):
-        shape[lead + k] += 2 * p
-    out = x.new_empty(shape)
-    out[(slice(None),) * lead + tuple(slice(p, p + x.shape[lead + k])
-                                      for k, p in enumerate(pads))] = x
-    for k, p in enumerate(pads):
-        if not p:
-            continue
-        axis, n = lead + k, x.shape[lead + k]
-        index = _pad_index(n, p, p, mode, x.device) + p
-        for start in (0, p + n):
-            source = out.index_select(axis, index[start:start + p])
-            out.narrow(axis, start, p).copy_(source)
-    return out
-
-
-def _separable(g: torch.Tensor) -> list[torch.Tensor] | None:
-    """Factors ``g_k`` with ``g = g_0 (x) g_1 (x) ...``, or None."""
-    if g.ndim == 1:
-        return [g]
-    factors = []
-    for k in range(g.ndim):
-        index = tuple(slice(None) if j == k else g.shape[j] // 2 for j in range(g.ndim))
-        factors.append(g[index].clone())
-    centre = g[tuple(s // 2 for s in g.shape)]
-    if float(centre) <= 0:
-        return None
-    outer = factors[0]
-    for f in factors[1:]:
-        outer = outer[..., None] * f
-    outer = outer / centre ** (g.ndim - 1)
-    if not torch.allclose(outer, g, rtol=1e-12, atol=1e-300):
-        return None
-    factors[0] = factors[0] / centre ** (g.ndim - 1)
-    return factors
 
 
 def _check_inputs(values: torch.Tensor, guide: torch.Tensor | None,
@@ -205,214 +97,6 @@ def _check_inputs(values: torch.Tensor, guide: torch.Tensor | None,
             f"guide must cover the same grid as values {tuple(values.shape[1:])}; "
             f"got {tuple(guide.shape[1:])}."
         )
-
-
-def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
-          guide: torch.Tensor | None, key_valid: torch.Tensor | None,
-          key_shift: torch.Tensor | None, degree: int, border: str,
-          keys_outside: bool) -> Plan:
-    dtype, device = values.dtype, values.device
-    shape = tuple(values.shape[1:])
-    d = len(shape)
-    offs = sorted({tuple(int(v) for v in o) for o in offsets.tolist()})
-    reach = tuple(max(abs(o[k]) for o in offs) for k in range(d))
-
-    g = guide if guide is not None else values
-    lmap = None  # guide -> L guide with L^T L = Q_v: the value block becomes Euclidean
-    if kernel.value is not None:
-        qvm = kernel.value_matrix(g.shape[0])
-        if bool((qvm != 0).any()):
-            lam, vec = torch.linalg.eigh(qvm)
-            keep = lam > lam.abs().max() * 1e-14
-            lmap = (vec[:, keep] * lam[keep].sqrt()).T.to(dtype=dtype, device=device)
-    patch: Any = None
-    prad = (0,) * d
-    if lmap is not None and kernel.patch is not None:
-        gw = kernel.patch
-        if gw.ndim != d:
-            raise NadarayaError(f"patch weights must have {d} dimensions; got {gw.ndim}.")
-        prad = tuple(s // 2 for s in gw.shape)
-        for k in range(d):
-            if gw.shape[k] > shape[k]:
-                raise NadarayaError(
-                    f"patch of size {tuple(gw.shape)} is larger than the image "
-                    f"{shape}; use a patch_size of at most {min(shape)}."
-                )
-        factors = _separable(gw)
-        # plain floats: the filter loop reads them without a device round trip
-        patch = [f.tolist() for f in factors] if factors is not None else gw
-
-    field = None
-    logw = None
-    if kernel.position_field is not None:
-        f = kernel.position_field
-        if tuple(f.shape[:-2]) != shape:
-            raise NadarayaError(
-                f"position_field must have shape (*grid_shape, d, d) = {(*shape, d, d)} on "
-                f"the grid; got {tuple(f.shape)}."
-            )
-        field = f.permute(*range(d, d + 2), *range(d)).to(dtype=dtype, device=device)
-    if kernel.key_log_weight is not None:
-        lw = kernel.key_log_weight
-        if tuple(lw.shape) != shape:
-            raise NadarayaError(
-                f"key_log_weight must have the grid's shape {shape}; got {tuple(lw.shape)}."
-            )
-        logw = lw.to(dtype=dtype, device=device)
-
-    symmetric = field is None and key_shift is None
-    pairs, singles, zero = [], [], False
-    offset_set = set(offs)
-    for o in offs:
-        if not any(o):
-            zero = True
-        elif symmetric and tuple(-v for v in o) in offset_set:
-            if o > tuple(-v for v in o):
-                pairs.append(o)
-        else:
-            singles.append(o)
-    ext = reach if pairs else (0,) * d
-    pads = tuple(reach[k] + ext[k] + prad[k] for k in range(d))
-
-    mode = border
-    vals = _pad(values, pads, mode)
-    gd = None
-    guide_scale = 1.0
-    if lmap is not None:
-        # padding copies pixels, so it commutes with the linear map: the values
-        # are padded once and serve as the guide's source when they are the guide
-        source = vals if guide is None else _pad(g.to(dtype=dtype, device=device), pads, mode)
-        if lmap.shape == (1, 1):
-            # one channel: the scale multiplies the squared differences instead
-            gd, guide_scale = source, float(lmap[0, 0]) ** 2
-        else:
-            gd = torch.einsum("ij,j...->i...", lmap, source)
-    valid = None
-    if key_valid is not None:
-        valid = key_valid.to(device=device, dtype=torch.bool)
-    if not keys_outside:
-        inside = torch.ones(shape, dtype=torch.bool, device=device)
-        valid = inside if valid is None else valid
-        widths = tuple(p for p in reversed(pads) for _ in (0, 1))
-        valid = torch.nn.functional.pad(valid.to(torch.uint8), widths).to(torch.bool)
-    elif valid is not None:
-        valid = _pad(valid, pads, mode)
-    if logw is not None:
-        logw = _pad(logw, pads, mode)
-    if field is not None:
-        field = _pad(field, pads, mode)
-    shift = None
-    if key_shift is not None:
-        if tuple(key_shift.shape) != (d, *shape):
-            raise NadarayaError(
-                f"key_shift must have shape (d, *grid_shape) = {(d, *shape)}; "
-                f"got {tuple(key_shift.shape)}."
-            )
-        shift = _pad(key_shift.to(dtype=dtype, device=device), pads, mode)
-    counts = None
-    if degree == 0 and valid is not None:
-        # hidden keys carry no value and no count: v * valid and valid
-        counts = valid.to(dtype)
-        vals = vals * counts
-    clamp = _may_underflow(gd, guide_scale, patch, dtype)
-    bound = 0.0
-    if logw is not None:
-        inner = logw if valid is None else logw[valid]
-        bound = float(inner.max()) if inner.numel() else 0.0
-    groups = keylog = top = keep = None
-    if (shift is None and patch is None and not kernel.noise
-            and (degree > 0 or logw is not None or field is not None)):
-        qx = kernel.position_matrix().tolist()
-        groups = _groups(offs, d, degree, None if field is not None else qx, dtype, device)
-        if valid is not None:
-            keep = valid.to(dtype)
-        if logw is not None:
-            keylog = logw
-            top = _window_max(logw if valid is None else logw.masked_fill(~valid, -math.inf),
-                              pads, offs, shape)
-            top.masked_fill_(torch.isinf(top), 0.0)
-    return Plan(
-        shape=shape, pads=pads, values=vals, guide=gd, guide_scale=guide_scale, valid=valid,
-        logw=logw, field=field,
-        shift=shift, qx=kernel.position_matrix().to(dtype=dtype, device=device),
-        patch=patch, prad=prad, noise=kernel.noise, bound=bound, zero=zero, pairs=pairs,
-        singles=singles, ext=ext, mono=monomials(d, degree),
-        mono2=[a for a in monomials(d, 2 * degree) if any(a)], symmetric=symmetric,
-        counts=counts, clamp=clamp, groups=groups, keylog=keylog, top=top, keep=keep,
-    )
-
-
-def _groups(offsets: list[tuple[int, ...]], d: int, degree: int,
-            qx: list[list[float]] | None, dtype: torch.dtype, device: torch.device
-            ) -> list[Group]:
-    """The offsets grouped by all but their last coordinate, with the moments' coefficients.
-
-    Without a per-key field the position block is a constant per offset, a
-    factor ``exp(-o^T Q_x o)`` of its coefficients (0 below the exponent floor).
-    """
-    mono = monomials(d, degree)
-    mono2 = [a for a in monomials(d, 2 * degree) if any(a)]
-    floor = exp_floor(dtype)
-    by: dict[tuple[int, ...], list[int]] = {}
-    for o in offsets:
-        by.setdefault(o[:-1], []).append(o[-1])
-    out = []
-    for prefix, lasts in sorted(by.items()):
-        lo, hi = min(lasts), max(lasts)
-        width = hi - lo + 1
-        value = torch.zeros(len(mono), width, dtype=torch.float64)
-        weight = torch.zeros(len(mono2) + 1, width, dtype=torch.float64)
-        for last in set(lasts):
-            o = (*prefix, last)
-            log_scale = 0.0 if qx is None else -sum(
-                o[i] * o[j] * qx[i][j] for i in range(d) for j in range(d))
-            if log_scale < floor:
-                continue
-            scale = math.exp(log_scale)
-            k = last - lo
-            value[:, k] = torch.tensor([scale * power(o, a) for a in mono], dtype=torch.float64)
-            weight[:, k] = torch.tensor([scale * power(o, a) for a in mono2] + [scale],
-                                        dtype=torch.float64)
-        out.append(Group(prefix, lo, width,
-                         torch.arange(lo, hi + 1, dtype=dtype, device=device),
-                         value.to(dtype=dtype, device=device),
-                         weight.to(dtype=dtype, device=device)))
-    return out
-
-
-def _window_max(x: torch.Tensor, pads: Sequence[int], offsets: list[tuple[int, ...]],
-                shape: Sequence[int]) -> torch.Tensor:
-    """``max_o x[q + o]`` over the bounding box of the offsets, for every query ``q``
-    (``x`` padded by ``pads``); separable, one running maximum per axis."""
-    for k, n in enumerate(shape):
-        lo = min(o[k] for o in offsets)
-        hi = max(o[k] for o in offsets)
-        out = x.narrow(k, pads[k] + lo, n).clone()
-        for u in range(lo + 1, hi + 1):
-            torch.maximum(out, x.narrow(k, pads[k] + u, n), out=out)
-        x = out
-    return x
-
-
-def _may_underflow(guide: torch.Tensor | None, guide_scale: float, patch: Any,
-                   dtype: torch.dtype) -> bool:
-    """Whether some pair score of the value / patch block can fall below the exponent floor.
-
-    ``r^2 <= sum_c range(L y_c)^2 * sum(g)``; the position block is a constant
-    per offset (kept out of the arrays in the bounded pass).
-    """
-    if guide is None:
-        return False
-    spread = guide_scale * sum((float(c.amax()) - float(c.amin())) ** 2 for c in guide)
-    if patch is not None:
-        if isinstance(patch, list):
-            total = 1.0
-            for f in patch:
-                total *= sum(f)
-        else:
-            total = float(patch.sum())
-        spread *= total
-    return not spread * (1 + 1e-6) < -exp_floor(dtype) - 1.0
 
 
 def _tile_rows(plan: Plan, n_acc: int, itemsize: int, device: torch.device) -> int:

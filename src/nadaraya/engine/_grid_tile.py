@@ -1,11 +1,15 @@
 """The grid engine's inner loop: one tile of queries, the offsets folded in.
 
-See :mod:`nadaraya.engine._grid` for the method. A :class:`Plan` holds the
-padded inputs; a :class:`Tile` accumulates the online log-sum-exp state of
-one block of rows, either in the bounded pass (a fixed offset, the kernel's
-upper bound, or per query the window's largest log-weight on the grouped
-path) or in the exact pass (a running maximum per query). Work arrays are
-kept per tile and reused from offset to offset.
+See :mod:`nadaraya.engine._grid` for the method. A
+:class:`~nadaraya.engine._grid_plan.Plan` holds the padded inputs; a
+:class:`Tile` accumulates the online log-sum-exp state of one block of rows,
+either in the bounded pass (a fixed offset, the kernel's upper bound, or per
+query the window's largest log-weight on the grouped path) or in the exact
+pass (a running maximum per query). Here the offsets are folded one at a
+time (:meth:`Tile.fold`); the fast path's loop is in
+:mod:`nadaraya.engine._grid_fast` and the grouped path's in
+:mod:`nadaraya.engine._grid_group`. Work arrays are kept per tile and reused
+from offset to offset.
 """
 
 from __future__ import annotations
@@ -13,87 +17,18 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ._grid_fast import _run_fast
+from ._grid_group import fold_group
+from ._grid_plan import Plan
 from ._job import exp_floor
+from ._lattice import power, window
 from ._state import SmoothState
 
-__all__ = ["Group", "Plan", "Tile", "power", "run_tile", "weak", "window"]
-
-
-def window(x: torch.Tensor, start: Sequence[int], size: Sequence[int]) -> torch.Tensor:
-    if len(start) == 2:
-        a, b = start
-        return x[..., a:a + size[0], b:b + size[1]]
-    lead = x.ndim - len(start)
-    index = (slice(None),) * lead + tuple(slice(a, a + n) for a, n in zip(start, size, strict=True))
-    return x[index]
-
-
-@dataclass
-class Group:
-    """Offsets that differ only in their last coordinate, ``o = (*prefix, lo + k)``.
-
-    Their keys are one strided view of an array (a window sliding along the
-    last axis), so the scores of all of them are one operation, and the
-    moments one matrix product with the coefficients (zero columns for the
-    ``k`` not in the window).
-    """
-
-    prefix: tuple[int, ...]
-    lo: int
-    width: int                    # K = hi - lo + 1
-    last: torch.Tensor            # (K,) the last coordinates lo..hi
-    value_coef: torch.Tensor      # (n_mono, K) scale_k o_k^a
-    weight_coef: torch.Tensor     # (n_mono2 + 1, K) scale_k o_k^a, then scale_k
-
-
-@dataclass
-class Plan:
-    """The padded inputs of one grid smoothing and the offsets' schedule.
-
-    Arrays are padded by ``pads`` on both sides of every grid axis so that
-    every offset's view of every tile is a plain slice.
-    """
-
-    shape: tuple[int, ...]
-    pads: tuple[int, ...]
-    values: torch.Tensor          # (p, *padded)
-    guide: torch.Tensor | None    # (c', *padded) L y with L^T L = Q_v; None when Q_v = 0
-    guide_scale: float            # squared differences of the guide are multiplied by it
-    valid: torch.Tensor | None    # (*padded) bool, None when every key is valid
-    logw: torch.Tensor | None     # (*padded)
-    field: torch.Tensor | None    # (d, d, *padded) per-key Q_x
-    shift: torch.Tensor | None    # (d, *padded) sub-pixel key positions
-    qx: torch.Tensor              # (d, d)
-    patch: list[list[float]] | torch.Tensor | None  # separable factors or full weights
-    prad: tuple[int, ...]
-    noise: float
-    bound: float
-    zero: bool
-    pairs: list[tuple[int, ...]]
-    singles: list[tuple[int, ...]]
-    ext: tuple[int, ...]
-    mono: list[tuple[int, ...]]
-    mono2: list[tuple[int, ...]]
-    symmetric: bool
-    counts: torch.Tensor | None     # (*padded) valid as numbers, for degree 0 with hidden keys
-    clamp: bool                     # whether scores can fall below the exponent floor
-    groups: list[Group] | None = None   # the grouped path (no guide, no shifts)
-    keylog: torch.Tensor | None = None  # (*padded) log w (grouped path)
-    top: torch.Tensor | None = None     # grid_shape: per-query bound of keylog (grouped path)
-    keep: torch.Tensor | None = None    # (*padded) valid as numbers (grouped path)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def p(self) -> int:
-        return self.values.shape[0]
+__all__ = ["Tile", "run_tile", "weak"]
 
 
 Scratch = Callable[[str, Sequence[int]], torch.Tensor]
@@ -265,7 +200,7 @@ class Tile:
     def fold(self, score: torch.Tensor | None, o: Sequence[int], at: Sequence[int]) -> None:
         """Add the keys ``q + o``; their pair score is ``score`` read at ``q + at``.
 
-        The general path (the fast path's loop is :func:`_run_fast`).
+        The general path (the fast path's loop is :func:`~nadaraya.engine._grid_fast._run_fast`).
         """
         plan = self.plan
         dt, dev = plan.values.dtype, plan.values.device
@@ -353,86 +288,6 @@ class Tile:
                         self.acc[col].add_(w, alpha=coef)
             col += 1
 
-    def group_view(self, x: torch.Tensor, group: Group, prefix_start: Sequence[int]
-                   ) -> torch.Tensor:
-        """``x`` ``(*lead, *grid)`` at the keys of every offset of ``group``: ``(K, *lead,
-        *tile_shape)``, overlapping windows sliding along the last axis.
-
-        ``prefix_start``: where the tile's keys start on the leading grid axes of ``x``.
-        """
-        d = self.plan.ndim
-        lead = x.ndim - d
-        grid_strides = x.stride()[lead:]
-        start = [*prefix_start, self.base[-1] + group.lo]
-        offset = x.storage_offset() + sum(a * st for a, st in zip(start, grid_strides,
-                                                                   strict=True))
-        return x.as_strided((group.width, *x.shape[:lead], *self.size),
-                            (grid_strides[-1], *x.stride()[:lead], *grid_strides), offset)
-
-    def fold_group(self, group: Group) -> None:
-        """Add the keys of every offset of ``group`` (grouped path)."""
-        plan = self.plan
-        d = plan.ndim
-        k = group.width
-        start = [self.base[i] + group.prefix[i] for i in range(d - 1)]
-        score = self.scratch("score", (k, *self.size))
-        along = group.last.reshape(k, *([1] * d))
-        if plan.field is not None:
-            # s = P1 - o_l (P2 + o_l F_ll): P1 and P2 hold the prefix's terms
-            region = [*self.size[:-1], plan.values.shape[-1]]
-            at = [*start, 0]
-            p1 = self.scratch("p1", region)
-            if plan.keylog is None:
-                p1.zero_()
-            else:
-                p1.copy_(window(plan.keylog, at, region))
-            p2 = self.scratch("p2", region).zero_()
-            for i in range(d - 1):
-                for j in range(i, d - 1):
-                    twice = 1.0 if i == j else 2.0
-                    c = twice * group.prefix[i] * group.prefix[j]
-                    if c:
-                        p1.add_(window(plan.field[i, j], at, region), alpha=-c)
-                if group.prefix[i]:
-                    p2.add_(window(plan.field[i, d - 1], at, region),
-                            alpha=2.0 * group.prefix[i])
-            zero = [0] * (d - 1)
-            last = window(plan.field[d - 1, d - 1], at, region)
-            torch.addcmul(self.group_view(p2, group, zero), self.group_view(last, group, zero),
-                          along, out=score)
-            torch.addcmul(self.group_view(p1, group, zero), score, along, value=-1.0,
-                          out=score)
-        elif plan.keylog is None:
-            score.zero_()
-        else:
-            score.copy_(self.group_view(plan.keylog, group, start))
-        if plan.guide is not None:
-            # the value block: -||L y(q) - L y(q + o)||^2
-            query = self.key_view(plan.guide, [0] * d)
-            keys = self.group_view(plan.guide, group, start)
-            diff = self.scratch("diff", score.shape)
-            for c in range(plan.guide.shape[0]):
-                torch.sub(keys[:, c], query[c], out=diff)
-                score.addcmul_(diff, diff, value=-plan.guide_scale)
-        if plan.top is not None:
-            score.sub_(window(plan.top, [self.a, *([0] * (d - 1))], self.size))
-        if plan.field is not None or plan.keylog is not None or plan.guide is not None:
-            score.clamp_(min=self.floor)  # exp stays off subnormals
-        weight = score.exp_()
-        if plan.keep is not None:
-            weight.mul_(self.group_view(plan.keep, group, start))
-        vals = self.group_view(plan.values, group, start)
-        wv = self.scratch("wv", vals.shape)
-        if plan.p == 1:
-            torch.mul(weight, vals[:, 0], out=wv[:, 0])
-        else:
-            torch.mul(weight.unsqueeze(1), vals, out=wv)
-        n = self.total.numel()
-        n1 = len(plan.mono) * plan.p
-        self.acc[:n1].view(len(plan.mono), plan.p * n).addmm_(
-            group.value_coef, wv.view(k, plan.p * n))
-        self.store[n1:].view(-1, n).addmm_(group.weight_coef, weight.view(k, n))
-
     def state(self) -> SmoothState:
         m = self.total.numel()
         if self.grouped:
@@ -447,13 +302,6 @@ class Tile:
             top = torch.full_like(self.total, self.plan.bound)
         return SmoothState(top.reshape(m), self.total.reshape(m),
                            self.acc.reshape(self.acc.shape[0], m).T)
-
-
-def power(o: Sequence[int], a: Sequence[int]) -> float:
-    out = 1.0
-    for v, e in zip(o, a, strict=True):
-        out *= float(v) ** e
-    return out
 
 
 def _monomial(delta: list[torch.Tensor], a: Sequence[int]) -> torch.Tensor:
@@ -476,7 +324,7 @@ def run_tile(plan: Plan, rows: tuple[int, int], exact: bool,
     tile = Tile(plan, rows, exact, into, scratch)
     if tile.grouped:
         for group in plan.groups or []:
-            tile.fold_group(group)
+            fold_group(tile, group)
         return tile
     if tile.fast:
         _run_fast(tile)
@@ -493,89 +341,6 @@ def run_tile(plan: Plan, rows: tuple[int, int], exact: bool,
     for o in plan.singles:
         tile.fold(pair(o), o, zero)
     return tile
-
-
-def _run_fast(tile: Tile) -> None:
-    """The fast path's loop: per offset, ``acc += scale w v(q + o)`` and ``total += scale w``.
-
-    The same as :meth:`Tile.fold` on the fast path, with each view made by one
-    ``as_strided`` call (the loop runs once per offset and tile: its Python
-    cost is a fixed price per offset).
-    """
-    plan = tile.plan
-    d = plan.ndim
-    acc, total = tile.acc, tile.total
-    size = tuple(tile.size)
-    scale = {o: math.exp(-tile.position(o)) if tile.split else 1.0
-             for o in [*plan.pairs, *plan.singles, (0,) * d]}
-    values = plan.values
-    channel_stride = values.stride(0)
-    value_strides = values.stride()[1:]
-    value_base = values.storage_offset() + sum(b * st for b, st in zip(tile.base, value_strides,
-                                                                     strict=True))
-    counts = plan.counts
-    if counts is not None:
-        count_base = counts.storage_offset() + sum(
-            b * st for b, st in zip(tile.base, counts.stride(), strict=True))
-    channels = [acc[c] for c in range(plan.p)]
-
-    def add(weight: torch.Tensor | None, o: Sequence[int], u: Sequence[int], sc: float) -> None:
-        shift = sum(v * st for v, st in zip(o, value_strides, strict=True))
-        count = None
-        if counts is not None:
-            count = counts.as_strided(size, counts.stride(), count_base + sum(
-                v * st for v, st in zip(o, counts.stride(), strict=True)))
-        if weight is None:
-            vals = values.as_strided((plan.p, *size), values.stride(), value_base + shift)
-            acc.add_(vals, alpha=sc)
-            if count is None:
-                total.add_(sc)
-            else:
-                total.add_(count, alpha=sc)
-            return
-        w = weight.as_strided(size, weight.stride(), weight.storage_offset() + sum(
-            (v + e) * st for v, e, st in zip(u, plan.ext, weight.stride(), strict=True)))
-        for c, out in enumerate(channels):
-            vals = values.as_strided(size, value_strides, value_base + shift + c * channel_stride)
-            out.addcmul_(vals, w, value=sc)
-        if count is None:
-            total.add_(w, alpha=sc)
-        else:
-            total.addcmul_(count, w, value=sc)
-
-    pair_weight = tile.pair_weight
-    guide = plan.guide
-    if (guide is not None and guide.shape[0] == 1 and plan.patch is None and tile.split
-            and not plan.noise):
-        # one channel, no patch (the bilateral filter): exp(-scale (a - b)^2), where a is
-        # the guide on the grown region and b the same shifted by o
-        strides = guide.stride()[1:]
-        region = tuple(tile.e_size)
-        start = guide.storage_offset() + sum(
-            (e + p) * st for e, p, st in zip(tile.e_start, plan.pads, strides, strict=True))
-        here = guide.as_strided(region, strides, start)
-        buf = tile.scratch("r2", region)
-        clamp = plan.clamp
-
-        def pair_weight(o: Sequence[int]) -> torch.Tensor:
-            there = guide.as_strided(region, strides, start + sum(
-                v * st for v, st in zip(o, strides, strict=True)))
-            torch.sub(here, there, out=buf)
-            torch.addcmul(tile._zero, buf, buf, value=-plan.guide_scale, out=buf)
-            if clamp:
-                buf.clamp_(min=tile.floor)
-            return buf.exp_()
-
-    zero = (0,) * d
-    if plan.zero:
-        add(pair_weight(zero), zero, zero, scale[zero])
-    for o in plan.pairs:
-        weight = pair_weight(o)
-        neg = tuple(-v for v in o)
-        add(weight, o, zero, scale[o])
-        add(weight, neg, neg, scale[o])  # the pair (x, x - o) is the pair (x - o, x)
-    for o in plan.singles:
-        add(pair_weight(o), o, zero, scale[o])
 
 
 def weak(plan: Plan, tile: Tile, n_keys: int) -> bool:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine._grid import monomials as _grid_monomials
+from ..engine._lattice import monomials as _grid_monomials
 
 __all__ = ["LocalDesign", "monomials"]
 

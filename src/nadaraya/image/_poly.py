@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from ..engine._grid import grid_smooth, monomials
+from ..engine._grid import grid_smooth
+from ..engine._lattice import monomials
 from ..engine._state import SmoothState
 
 __all__ = ["LocalFit", "local_fit"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._errors import NadarayaError
-from ..engine._grid import grid_smooth, window_offsets
+from ..engine._grid import grid_smooth
+from ..engine._lattice import window_offsets
 from ..kernels.quadratic import bilateral_kernel
 from ._io import as_image, check_positive
 

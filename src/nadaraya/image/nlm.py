@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
-from ..engine._grid import BORDERS, grid_smooth, window_offsets
+from ..engine._grid import BORDERS, grid_smooth
+from ..engine._lattice import _pad, window_offsets
 from ..kernels.quadratic import gaussian_patch, nlm_kernel
 from ._io import as_image, check_positive
 
@@ -45,8 +46,6 @@ def patch_weights(patch_size: int, kind: str = "gaussian") -> torch.Tensor:
 
 def _global_patches(data: torch.Tensor, g: torch.Tensor, border: str) -> torch.Tensor:
     """Every pixel's patch as a row, shape ``(height * width, c * P * P)``, weighted by sqrt(g)."""
-    from ..engine._grid import _pad
-
     c, _height, _width = data.shape
     r = g.shape[0] // 2
     padded = _pad(data, (r, r), border)

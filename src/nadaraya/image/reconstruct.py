@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ..engine._grid import grid_smooth, window_offsets
+from ..engine._grid import grid_smooth
+from ..engine._lattice import window_offsets
 from ..engine._state import SmoothState
 from ..kernels.quadratic import classic_kernel, steering_kernel
 from ._io import Image, check_positive, data_range_of

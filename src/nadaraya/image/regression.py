@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from .._errors import NadarayaError
-from ..engine._grid import window_offsets
+from ..engine._lattice import window_offsets
 from ..kernels.quadratic import classic_kernel
 from ._io import as_image, check_positive
 from ._poly import local_fit

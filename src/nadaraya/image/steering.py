@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
-from ..engine._grid import _pad, window_offsets
+from ..engine._lattice import _pad, window_offsets
 from ..kernels.quadratic import QuadraticKernel, classic_kernel, steering_kernel
 from ._io import Image, as_image, check_positive, data_range_of
 from ._poly import LocalFit, local_fit
