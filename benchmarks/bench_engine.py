@@ -6,6 +6,9 @@ Tasks (the engine issue):
   ``--sizes``. Peers: statsmodels ``KernelReg``, the scikit-learn chunked
   ``rbf_kernel`` recipe, KeOps on CPU (pykeops, if installed), raw torch
   ``scaled_dot_product_attention`` with the Gaussian's key bias.
+* ``narrow``: the 1-D task at h = 0.05 (about the bandwidth leave-one-out
+  cross-validation picks at n = 1e5), where most of the Gaussian's weights
+  are below rounding: the pruned engine's ground. Same peers.
 * ``d16``, ``d64``: the same in 16 and 64 dimensions, x ~ N(0, I), h = sqrt(d) / 2.
 * ``knn``: uniform kernel + ``KNearest(32)``, n = m = 1e6, d = 2, against
   scikit-learn ``KNeighborsRegressor``; and the Epanechnikov kernel with a
@@ -43,17 +46,18 @@ from typing import Any
 import numpy as np
 
 H_1D = 0.3
-TASKS = ("1d", "d16", "d64", "knn", "big")
+H_NARROW = 0.05
+TASKS = ("1d", "narrow", "d16", "d64", "knn", "big")
 
 
 # -- data ---------------------------------------------------------------------
 def make_data(task: str, n: int, dtype: str) -> tuple[np.ndarray, np.ndarray, float]:
     """Keys (n, d), values (n,), bandwidth; queries are the keys."""
     rng = np.random.default_rng(0)
-    if task in ("1d", "big"):
+    if task in ("1d", "big", "narrow"):
         x = rng.uniform(0, 6, (n, 1))
         y = 2 * np.sin(x[:, 0]) + rng.normal(size=n)
-        h = H_1D
+        h = H_NARROW if task == "narrow" else H_1D
     elif task in ("d16", "d64"):
         d = int(task[1:])
         x = rng.normal(size=(n, d))
@@ -262,7 +266,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="1d,d16,d64,knn",
                         help=f"comma-separated from {','.join(TASKS)}")
-    parser.add_argument("--sizes", default="1e3,1e4,1e5", help="m = n values for 1d")
+    parser.add_argument("--sizes", default="1e3,1e4,1e5",
+                        help="m = n values for 1d and narrow")
     parser.add_argument("--dim-sizes", default="1e4,1e5", help="m = n values for d16/d64")
     parser.add_argument("--peers", default=",".join(PEERS), help="peers to run")
     parser.add_argument("--cap", type=float, default=300.0,
@@ -284,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
         for task in args.tasks.split(","):
             if task not in TASKS:
                 raise SystemExit(f"unknown task {task!r}; choose from {TASKS}")
-            sizes = args.sizes if task == "1d" else args.dim_sizes
+            sizes = args.sizes if task in ("1d", "narrow") else args.dim_sizes
             run_task(task, [int(float(s)) for s in sizes.split(",")], peers, args.cap,
                      Path(tmp), int(args.big_queries) if args.big_queries else None)
 
