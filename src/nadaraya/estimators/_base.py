@@ -2,7 +2,11 @@
 
 A fitted smoother stores its training points, the augmented values of its
 local polynomial design (see :mod:`._design`) and the chosen bandwidth;
-predicting is one call of :func:`nadaraya.smooth` plus a per-query solve.
+predicting is one call of :func:`nadaraya.smooth` plus a per-query solve
+(and, for the rare local-linear queries whose moments about the global
+centre cancel, one more pass each about their own local mean: see
+:func:`._design.solve_exact`; not with a user ``mask``, whose meaning may
+depend on the query's index).
 Fitting always ends with one leave-one-out pass at the chosen bandwidth,
 which gives the leave-one-out score, the smoother diagonal and the effective
 degrees of freedom ``trace(S)`` at no extra cost.
@@ -20,7 +24,7 @@ from .._errors import NadarayaError
 from ..engine import smooth, weights
 from ..engine._empty import EMPTY_POLICIES
 from ._bandwidth import RULES, check_bandwidth, rule_bandwidth, search_bandwidth, weighted_spread
-from ._design import LocalDesign, _powers
+from ._design import LocalDesign, _powers, solve_exact
 from ._kernel import KernelSpec, check_kernel, is_named_radial, make_spec
 from ._loo import CRITERIA, LooFit, criterion_value, loo_fit
 
@@ -152,7 +156,19 @@ class KernelSmoother(BaseEstimator):
                       return_lse=return_lse, empty=self.empty if empty is None else empty)
 
     def _solve(self, means: np.ndarray, X: np.ndarray, *, coef: bool = False) -> Any:
-        return self._design_.solve(means, X, self._n_outputs, coef=coef)
+        """Fitted values, ``c`` and ``mu0`` at ``X`` from ``means = self._means(X)``."""
+        return self._solve_refitted(means, X, coef=coef)[:3]
+
+    def _solve_refitted(self, means: np.ndarray, X: np.ndarray, *, coef: bool = False
+                        ) -> tuple[np.ndarray, Any, np.ndarray, dict[int, LocalDesign]]:
+        """:meth:`_solve`, also returning the recentred design of each refitted row."""
+        local_means = None
+        if self.mask is None and self._design_.degree == 1:
+            def local_means(i: int, local: LocalDesign) -> np.ndarray:
+                values = local.values(self.X_fit_, self._y_train, self.sample_weight_)
+                return self._means(X[i:i + 1], values=values, empty="nan")
+
+        return solve_exact(self._design_, means, X, self._n_outputs, local_means, coef=coef)
 
     # -- the smoother matrix -----------------------------------------------
     def smoother_matrix(self, X: Any = None) -> np.ndarray:

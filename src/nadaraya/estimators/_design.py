@@ -20,12 +20,21 @@ and one division.
 Coordinates are centred and scaled, ``z = (x - centre) / scale`` with the
 scale the bandwidth (capped by the spread of the feature), so ``C`` is well
 conditioned and the ridge is free of units.
+
+Forming ``C = E[z z^T] - E[z] E[z]^T`` from moments about the global centre
+loses about ``eps tr E[z z^T]`` of each entry. That is harmless unless a
+query's weights sit far from the centre on a tiny local spread (a query many
+bandwidths away from the data in several dimensions): :meth:`LocalDesign.solve_checked`
+flags such rows, and :func:`solve_exact` refits each of them from a second
+engine pass about its own local mean (:meth:`LocalDesign.recentred`), which
+is exact to the conditioning of ``C`` itself.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 from math import comb
 from typing import Any
 
@@ -33,7 +42,14 @@ import numpy as np
 
 from ..engine._lattice import monomials as _grid_monomials
 
-__all__ = ["LocalDesign", "monomials"]
+__all__ = ["LocalDesign", "monomials", "solve_exact"]
+
+#: A degree-1 row is refitted about its own mean when ``tr E[z z^T]`` exceeds its
+#: smallest kept eigenvalue by this factor (that eigenvalue then carries a rounding
+#: error above ``1e8 eps``, about ``2e-8`` relative) ...
+_CANCELLATION = 1e8
+#: ... and exceeds ``tr C`` by this factor (centring then at least halves that error).
+_GAIN = 2.0
 
 
 #: Exponent tuples of all monomials of total degree ``<= degree``, constant first
@@ -92,24 +108,25 @@ class LocalDesign:
         a negligible eigenvalue are dropped in any case.
     weighted : bool
         Whether values carry sample weights (a weight column is then smoothed too).
-    extent : float
+    extent : float or None
         Largest ``|z|^2`` of the keys. Local covariances come from moments
         about the centre, which costs about ``eps extent`` of accuracy in each
         entry (``eps (sqrt(extent) + |z0|)^(2 degree)`` above degree 1, where
         moments are shifted to the query), so eigenvalues below ``16 q`` times
         that (``q`` monomials) are rounding noise and are dropped: a query
         whose neighbourhood is too thin to fix a slope gets the local mean
-        instead of noise.
+        instead of noise. ``None`` (a design centred on one query's local
+        mean, see :meth:`recentred`): each row's own ``tr E[z z^T]`` is used.
     """
 
     def __init__(self, degree: int, centre: np.ndarray, scale: np.ndarray, ridge: float,
-                 weighted: bool, extent: float = 0.0) -> None:
+                 weighted: bool, extent: float | None = 0.0) -> None:
         self.degree = degree
         self.centre = np.asarray(centre, float)
         self.scale = np.asarray(scale, float)
         self.ridge = float(ridge)
         self.weighted = weighted
-        self.extent = float(extent)
+        self.extent = None if extent is None else float(extent)
         (self.basis, self.gram_exps, self._index, self._gram_terms, self._basis_terms,
          self._pair_index) = _structure(self.centre.shape[0], degree)
         self.n_basis = len(self.basis)
@@ -123,6 +140,18 @@ class LocalDesign:
 
     def z(self, X: np.ndarray) -> np.ndarray:
         return (X - self.centre) / self.scale
+
+    def recentred(self, means: np.ndarray) -> LocalDesign:
+        """The same design centred on the local mean of one row of ``means`` (degree 1).
+
+        Parameters
+        ----------
+        means : ndarray of shape (P,)
+            Kernel-weighted means of :meth:`values` at one query.
+        """
+        mz = means[1:self.n_basis] / means[0]
+        return LocalDesign(self.degree, self.centre + mz * self.scale, self.scale, self.ridge,
+                           self.weighted, None)
 
     def values(self, X: np.ndarray, Y: np.ndarray | None, w: np.ndarray | None
                ) -> np.ndarray:
@@ -165,6 +194,16 @@ class LocalDesign:
               coef: bool = False) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """Fitted values at the queries from the means of the augmented values.
 
+        :meth:`solve_checked` without the flags (see there).
+        """
+        fitted, c, mu0, _ = self.solve_checked(means, Xq, n_outputs, coef=coef)
+        return fitted, c, mu0
+
+    def solve_checked(self, means: np.ndarray, Xq: np.ndarray, n_outputs: int, *,
+                      coef: bool = False
+                      ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+        """Fitted values at the queries from the means of the augmented values.
+
         Parameters
         ----------
         means : ndarray of shape (m, P)
@@ -182,18 +221,22 @@ class LocalDesign:
         c : ndarray of shape (m, q) or None
         mu0 : ndarray of shape (m,)
             Mean weight ``E_K[w]`` in the scale of ``means``.
+        inexact : ndarray of shape (m,), bool
+            Rows whose local covariance lost too much to cancellation about the
+            centre (degree 1 with an ``extent`` only; see :func:`solve_exact`).
         """
         m = means.shape[0]
+        inexact = np.zeros(m, bool)
         if self.degree == 0:
             if not self.weighted:
                 ones = np.ones(m)
-                return means[:, :n_outputs], (ones[:, None] if coef else None), ones
+                return means[:, :n_outputs], (ones[:, None] if coef else None), ones, inexact
             mu0 = means[:, n_outputs]
             with np.errstate(invalid="ignore", divide="ignore"):
                 fitted = means[:, :n_outputs] / mu0[:, None]
                 c = np.where(mu0 > 0, 1.0, np.nan)[:, None] if coef else None
             fitted[~(mu0 > 0)] = np.nan
-            return fitted, c, mu0
+            return fitted, c, mu0, inexact
         ng, q = len(self.gram_exps), self.n_basis
         z0 = self.z(Xq)
         gram_means, ymeans = means[:, :ng], means[:, ng:].reshape(m, q, n_outputs)
@@ -204,13 +247,15 @@ class LocalDesign:
         if self.degree == 1:
             # the local covariance does not depend on the query: no shift needed
             mz = gram_means[:, 1:q] / safe[:, None]
-            C = gram_means[:, self._pair_index[1:, 1:]] / safe[:, None, None]
-            C -= mz[:, :, None] * mz[:, None, :]
+            second = gram_means[:, self._pair_index[1:, 1:]] / safe[:, None, None]
+            C = second - mz[:, :, None] * mz[:, None, :]
             my = ymeans[:, 0, :] / safe[:, None]
             cy = ymeans[:, 1:, :] / safe[:, None, None] - mz[:, :, None] * my[:, None, :]
             mean_u = mz - z0
             # Weyl: rounding of about eps * extent in each entry moves eigenvalues by d times it
-            floor = np.full(m, 16.0 * q * eps * max(self.extent, 1.0))
+            spread = np.trace(second, axis1=1, axis2=2)
+            unit = spread if self.extent is None else max(self.extent, 1.0)
+            floor = np.broadcast_to(16.0 * q * eps * unit, (m,))
         else:
             G = self.gram(gram_means, Xq) / safe[:, None, None]
             rhs = self._shifted(ymeans, z0, self._basis_terms, q) / safe[:, None, None]
@@ -218,10 +263,14 @@ class LocalDesign:
             C = G[:, 1:, 1:] - mean_u[:, :, None] * mean_u[:, None, :]
             my = rhs[:, 0, :]
             cy = rhs[:, 1:, :] - mean_u[:, :, None] * my[:, None, :]
-            reach = np.sqrt(self.extent) + np.sqrt((z0**2).sum(1))
+            reach = np.sqrt(self.extent or 0.0) + np.sqrt((z0**2).sum(1))
             floor = 16.0 * q * eps * reach ** (2 * self.degree)
         C[bad] = np.eye(q - 1)
-        Cinv = self._pinv(C, floor)
+        Cinv, smallest = self._pinv(C, floor)
+        if self.degree == 1 and self.extent is not None:
+            with np.errstate(invalid="ignore"):
+                inexact = ((spread > _CANCELLATION * smallest)
+                         & (spread > _GAIN * np.trace(C, axis1=1, axis2=2)) & ~bad)
         b = Cinv @ np.nan_to_num(cy)
         fitted = my - np.einsum("mk,mkp->mp", mean_u, b)
         fitted[bad] = np.nan
@@ -230,19 +279,22 @@ class LocalDesign:
             cb = -np.einsum("mij,mj->mi", Cinv, np.nan_to_num(mean_u))
             c = np.concatenate([(1.0 - np.einsum("mi,mi->m", mean_u, cb))[:, None], cb], axis=1)
             c[bad] = np.nan
-        return fitted, c, mu0
+        return fitted, c, mu0, inexact
 
-    def _pinv(self, C: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    def _pinv(self, C: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Regularized inverses ``(m, k, k)`` of local covariances ``C``.
 
         Eigenvalues below ``max(1e-10 lambda_max, floor)`` are dropped (those
         directions keep no slope: the fit there is the local mean), and
-        ``ridge`` is added to the others.
+        ``ridge`` is added to the others. Also returns the smallest kept
+        eigenvalue of each row, shape ``(m,)`` (``inf`` where none is kept).
         """
         lam, V = np.linalg.eigh(0.5 * (C + np.swapaxes(C, 1, 2)))
         cutoff = np.maximum(1e-10 * lam[:, -1:], floor[:, None])
-        inv = np.where(lam > cutoff, 1.0 / np.where(lam > cutoff, lam + self.ridge, 1.0), 0.0)
-        return (V * inv[:, None, :]) @ np.swapaxes(V, 1, 2)
+        kept = lam > cutoff
+        inv = np.where(kept, 1.0 / np.where(kept, lam + self.ridge, 1.0), 0.0)
+        smallest = np.where(kept, lam, np.inf).min(axis=1)
+        return (V * inv[:, None, :]) @ np.swapaxes(V, 1, 2), smallest
 
     def variance_factor(self, sq_means: np.ndarray, Xq: np.ndarray, c: np.ndarray,
                         mu0: np.ndarray, log_ratio: np.ndarray) -> np.ndarray:
@@ -262,6 +314,59 @@ class LocalDesign:
             if not self.weighted:
                 return ratio
             return ratio * sq_means[:, 0] / mu0**2
-        G2 = self.gram(sq_means, Xq)
-        quad = np.einsum("mi,mij,mj->m", c, G2, c)
+        if self.degree == 1:
+            # sum_j K_j^2 w_j (a + b.z_j)^2 with a = c_0 - b.z0: no shift to the query
+            b = c[:, 1:]
+            a = c[:, 0] - np.einsum("mi,mi->m", b, self.z(Xq))
+            first = sq_means[:, self._pair_index[0, 1:]]
+            second = sq_means[:, self._pair_index[1:, 1:]]
+            quad = (a**2 * sq_means[:, 0] + 2.0 * a * np.einsum("mi,mi->m", b, first)
+                    + np.einsum("mi,mij,mj->m", b, second, b))
+        else:
+            G2 = self.gram(sq_means, Xq)
+            quad = np.einsum("mi,mij,mj->m", c, G2, c)
         return ratio * quad / mu0**2
+
+
+def solve_exact(design: LocalDesign, means: np.ndarray, Xq: np.ndarray, n_outputs: int,
+                local_means: Callable[[int, LocalDesign], np.ndarray] | None, *,
+                coef: bool = False
+                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, dict[int, LocalDesign]]:
+    """:meth:`LocalDesign.solve`, refitting the rows it flags about their own local mean.
+
+    Parameters
+    ----------
+    design : LocalDesign
+    means : ndarray of shape (m, P)
+        Kernel-weighted means of ``design.values(...)`` at the queries ``Xq``.
+    Xq : ndarray of shape (m, n_features)
+    n_outputs : int
+    local_means : callable or None
+        ``local_means(i, local)`` returns the means ``(1, P)`` of
+        ``local.values(...)`` (the same keys, targets and weights as
+        ``means``) at query ``i``: one engine pass. ``None``: no refit.
+    coef : bool
+        As in :meth:`LocalDesign.solve`; ``c`` does not depend on the centre.
+
+    Returns
+    -------
+    fitted, c, mu0
+        As in :meth:`LocalDesign.solve`, refitted rows replaced.
+    refitted : dict
+        Row index -> the recentred design of that row.
+    """
+    fitted, c, mu0, inexact = design.solve_checked(means, Xq, n_outputs, coef=coef)
+    refitted: dict[int, LocalDesign] = {}
+    if local_means is None:
+        return fitted, c, mu0, refitted
+    for i in np.flatnonzero(inexact).tolist():
+        local = design.recentred(means[i])
+        row = local_means(i, local)
+        f, ci, m0, _ = local.solve_checked(row, Xq[i:i + 1], n_outputs, coef=coef)
+        if not np.isfinite(f).all():
+            continue
+        fitted[i], mu0[i] = f[0], m0[0]
+        if c is not None and ci is not None:
+            c[i] = ci[0]
+        refitted[i] = local
+    return fitted, c, mu0, refitted

@@ -13,6 +13,12 @@ without an ``n x n`` matrix:
 
 With sample weights, leaving a point out removes one unit of its weight (all
 of it when its weight is below one), so integer weights act as repeated rows.
+
+Local-linear rows whose moments cancel about the global centre (see
+:func:`._design.solve_exact`) are refitted about their own local mean with one
+more pass each, the leave-one-out ones with point ``i``'s weight reduced the
+same way (not with a user ``mask``: an index-based mask would change meaning
+in a one-query pass).
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ import numpy as np
 import torch
 
 from ..engine import smooth
-from ..masks import LeaveOneOut, Problem, get_mask
-from ._design import LocalDesign
+from ..masks import LeaveOneOut, MatrixMask, Problem, get_mask
+from ._design import LocalDesign, solve_exact
 from ._kernel import KernelSpec
 
 __all__ = ["LooFit", "criterion_value", "loo_fit"]
@@ -110,15 +116,42 @@ def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
     else:
         keep = np.clip(w - 1.0, 0.0, None) / w
         loo_means = _add_back(means, A * keep[:, None], np.where(keep > 0, share, 0.0))
-    loo, _, _ = design.solve(loo_means, X, p)
-    fit = LooFit(loo, _rest=(design, in_sample, X, p, w, share))
+    refit = mask is None and design.degree == 1
+    loo = solve_exact(design, loo_means, X, p,
+                      _local_pass(spec, X, Y, w, engine, True) if refit else None)[0]
+    in_pass = _local_pass(spec, X, Y, w, engine, False) if refit else None
+    fit = LooFit(loo, _rest=(design, in_sample, X, p, w, share, in_pass))
     return fit.complete() if full else fit
 
 
+def _local_pass(spec: KernelSpec, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None,
+                engine: str, leave_out: bool) -> Any:
+    """Means of a recentred design at training point ``i`` (see :func:`solve_exact`).
+
+    With ``leave_out`` point ``i`` loses one unit of its weight, as in the
+    leave-one-out means: it is hidden when that is all of it (so the other
+    weights are not measured against its own).
+    """
+
+    def local_means(i: int, local: LocalDesign) -> np.ndarray:
+        omega, hide = w, None
+        if leave_out and (w is None or w[i] <= 1.0):
+            hide = MatrixMask(np.arange(X.shape[0])[None, :] != i)
+        elif leave_out:
+            omega = w.copy()
+            omega[i] -= 1.0
+        values = local.values(X, Y, omega)
+        return smooth(X[i:i + 1], X, values, spec.kernel, hide, bandwidth=spec.bandwidth,
+                      engine=engine, empty="nan")
+
+    return local_means
+
+
 def _in_sample(design: LocalDesign, in_sample: np.ndarray, X: np.ndarray, p: int,
-               w: np.ndarray | None, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+               w: np.ndarray | None, share: np.ndarray, in_pass: Any
+               ) -> tuple[np.ndarray, np.ndarray]:
     """In-sample fitted values and the smoother diagonal from the in-sample means."""
-    fitted, c, mu0 = design.solve(in_sample, X, p, coef=True)
+    fitted, c, mu0, _ = solve_exact(design, in_sample, X, p, in_pass, coef=True)
     omega = np.ones(X.shape[0]) if w is None else w
     with np.errstate(invalid="ignore", divide="ignore"):
         diag = share * omega * c[:, 0] / mu0

@@ -84,8 +84,15 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
             fitted, _, _ = self._solve(self._means(X), X)
             return self._shape(fitted)
         means, lse = self._means(X, return_lse=True)
-        fitted, c, mu0 = self._solve(means, X, coef=True)
+        fitted, c, mu0, refitted = self._solve_refitted(means, X, coef=True)
         v = pointwise_variance(self, X, lse, c, mu0)
+        for i, local in refitted.items():
+            # the squared-kernel moments of a refitted row, about its own local mean
+            values = local.values(self.X_fit_, None, self.sample_weight_)
+            sq, lse2 = self._means(X[i:i + 1], return_lse=True, values=values,
+                                   spec=self._spec.squared(), empty="nan")
+            v[i] = local.variance_factor(sq, X[i:i + 1], c[i:i + 1], mu0[i:i + 1],
+                                         lse2 - 2.0 * lse[i:i + 1])[0]
         sigma2 = np.atleast_1d(self.residual_variance_)
         std = np.sqrt(v[:, None] * sigma2[None, :])
         return self._shape(fitted), self._shape(std)
