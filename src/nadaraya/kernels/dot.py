@@ -10,10 +10,30 @@ import torch
 from .._errors import NadarayaError
 from ._base import BoundKernel, Kernel
 
-__all__ = ["ExpDot"]
+__all__ = ["DotScores", "ExpDot"]
 
 
-class ExpDot(Kernel):
+class DotScores:
+    """For kernels whose score is the dot product of prepared points, ``s = q.k``.
+
+    Mixed into a :class:`~nadaraya.kernels.Kernel`: the score bound (Cauchy-Schwarz)
+    and the dot form (the points themselves, exact) that the engines use.
+    """
+
+    def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor:
+        kmax = bound.cached("key_norm_max", lambda: bound.k.detach().norm(dim=1).max())
+        # Cauchy-Schwarz, widened by the rounding of the product itself.
+        qn = q.detach().norm(dim=1)
+        return qn * kmax * (1 + 4 * q.shape[1] * torch.finfo(q.dtype).eps)
+
+    def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return q, k
+
+    def _dot_error(self, q: torch.Tensor, k: torch.Tensor) -> float:
+        return 0.0  # the dot form is the kernel itself
+
+
+class ExpDot(DotScores, Kernel):
     """``K(q, k) = exp(scale * q.k)``: the kernel of softmax attention.
 
     Parameters
@@ -53,18 +73,6 @@ class ExpDot(Kernel):
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return (k * q[:, None, :]).sum(-1)
-
-    def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor:
-        kmax = bound.cached("key_norm_max", lambda: bound.k.detach().norm(dim=1).max())
-        # Cauchy-Schwarz, widened by the rounding of the product itself.
-        qn = q.detach().norm(dim=1)
-        return qn * kmax * (1 + 4 * q.shape[1] * torch.finfo(q.dtype).eps)
-
-    def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return q, k
-
-    def _dot_error(self, q: torch.Tensor, k: torch.Tensor) -> float:
-        return 0.0  # the dot form is the kernel itself
 
     def _params(self) -> str:
         return "" if self.scale is None else f"scale={self.scale!r}"

@@ -36,6 +36,7 @@ from torch import nn
 from .._errors import NadarayaError
 from ..engine._batched import PreparedKernel
 from ..kernels import BoundKernel, Kernel
+from ..kernels.dot import DotScores
 
 __all__ = [
     "ATTENTION_KERNELS",
@@ -175,7 +176,7 @@ class AttentionKernel(nn.Module, Kernel):
         return nn.Module.__repr__(self)
 
 
-class SoftmaxKernel(AttentionKernel):
+class SoftmaxKernel(DotScores, AttentionKernel):
     """``K = exp(s q.k)``: scaled dot-product attention's kernel (runs through SDPA)."""
 
     name = "softmax"
@@ -187,17 +188,6 @@ class SoftmaxKernel(AttentionKernel):
 
     def _formula(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return _dot(q, k)
-
-    def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor:
-        kmax = bound.cached("key_norm_max", lambda: bound.k.detach().norm(dim=1).max())
-        qn = q.detach().norm(dim=1)
-        return qn * kmax * (1 + 4 * q.shape[1] * torch.finfo(q.dtype).eps)
-
-    def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return q, k
-
-    def _dot_error(self, q: torch.Tensor, k: torch.Tensor) -> float:
-        return 0.0
 
 
 def _dot(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
