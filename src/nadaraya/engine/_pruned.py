@@ -218,7 +218,8 @@ class PrunedEngine:
         assert isinstance(kernel, RadialKernel)
         plan = self._plan(job)
         ones = torch.ones(job.n, 1, dtype=job.dtype, device=job.device)
-        vaug = torch.cat([job.values, ones], dim=1)[plan.kperm]
+        unsorted = torch.cat([job.values, ones], dim=1)  # for rows redone by the exact pass
+        vaug = unsorted[plan.kperm]
         local = threading.local()
 
         def block_state(b: int) -> SmoothState:
@@ -226,7 +227,7 @@ class PrunedEngine:
             if buffer is None:
                 buffer = local.buffer = torch.empty(plan.mb * plan.nb, dtype=job.dtype,
                                                     device=job.device)
-            return self._rows(job, kernel, plan, b, vaug, buffer)
+            return self._rows(job, kernel, plan, b, vaug, unsorted, buffer)
 
         parts = map_blocks(block_state, range(plan.qlo.shape[0]), device=job.device)
         offset, total, acc = (torch.cat(x) for x in zip(
@@ -238,8 +239,12 @@ class PrunedEngine:
         return state
 
     def _rows(self, job: Job, kernel: RadialKernel, plan: _Plan, b: int, vaug: torch.Tensor,
-              buffer: torch.Tensor) -> SmoothState:
-        """The state of query block ``b`` (in sorted order) over the key blocks that matter."""
+              unsorted: torch.Tensor, buffer: torch.Tensor) -> SmoothState:
+        """The state of query block ``b`` (in sorted order) over the key blocks that matter.
+
+        ``vaug`` holds ``[values, 1]`` in the keys' block order, ``unsorted`` in
+        their original order (for the streamed engine's exact pass).
+        """
         floor = exp_floor(job.dtype)
         log_tol = math.log(PRUNE_TOLERANCE * torch.finfo(job.dtype).eps)
         rows = slice(b * plan.mb, min((b + 1) * plan.mb, job.m))
@@ -269,8 +274,7 @@ class PrunedEngine:
             idx = torch.nonzero(weak).flatten()
             streamed = StreamedEngine()
             _, nb = streamed._blocks(job)
-            redo = streamed._exact(job, _Scorer(job), qidx[idx], nb,
-                                   torch.cat([job.values, vaug.new_ones(job.n, 1)], dim=1),
+            redo = streamed._exact(job, _Scorer(job), qidx[idx], nb, unsorted,
                                    torch.empty(idx.shape[0] * nb, dtype=job.dtype,
                                                device=job.device))
             state.offset[idx], state.total[idx], state.acc[idx] = (
