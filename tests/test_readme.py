@@ -36,3 +36,12 @@ def test_set_up_commands_exist_and_ci_runs_the_test_command() -> None:
         subprocess.run(["bash", "-n", str(path)], check=True)
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert re.search(r"^exec \./scripts/test$", ci, re.MULTILINE)
+
+
+def test_lock_and_newest_release_commands_exist() -> None:
+    text = README.read_text(encoding="utf-8")
+    for command in ("./scripts/test-latest", "./scripts/lock"):
+        assert re.search(rf"^{re.escape(command)}\b", text, re.MULTILINE)
+        path = ROOT / command
+        assert path.is_file() and os.access(path, os.X_OK), f"{command} must be executable"
+        subprocess.run(["bash", "-n", str(path)], check=True)
