@@ -6,15 +6,20 @@ The budget is configuration, not an argument threaded through every call::
         nadaraya.smooth(q, k, v)
 
 The environment variable ``NADARAYA_WORKING_MEMORY`` (MiB) sets the default.
+
+The configuration lives in a :mod:`contextvars` variable: a change made by
+:func:`config_context` or :func:`set_config` holds in the thread (or asyncio
+task) that made it, and in the threads an engine starts for that call; other
+threads, and threads started by the caller, begin from the default.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import numbers
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -78,21 +83,22 @@ def _checked(config: Config) -> Config:
     return config
 
 
-_local = threading.local()
+_current: contextvars.ContextVar[Config | None] = contextvars.ContextVar(
+    "nadaraya_config", default=None)
 
 
 def get_config() -> Config:
-    """Return the configuration in force in this thread."""
-    config = getattr(_local, "config", None)
+    """Return the configuration in force in this thread (or context)."""
+    config = _current.get()
     if config is None:
         config = _default()
-        _local.config = config
+        _current.set(config)
     return config
 
 
 def set_config(**changes: Any) -> None:
     """Change the configuration of this thread (see :class:`Config` for the keys)."""
-    _local.config = _checked(replace(get_config(), **_known(changes)))
+    _current.set(_checked(replace(get_config(), **_known(changes))))
 
 
 def _known(changes: dict[str, Any]) -> dict[str, Any]:
@@ -121,13 +127,12 @@ def config_context(**changes: Any) -> Iterator[Config]:
     ...     cfg.working_memory
     32
     """
-    old = get_config()
-    new = _checked(replace(old, **_known(changes)))
-    _local.config = new
+    new = _checked(replace(get_config(), **_known(changes)))
+    token = _current.set(new)
     try:
         yield new
     finally:
-        _local.config = old
+        _current.reset(token)
 
 
 def block_elements(itemsize: int, buffers: int = 2) -> int:

@@ -36,7 +36,7 @@ from ..kernels import BoundKernel, ProductKernel
 from ..masks import And, BoundMask, Candidates, Mask, MatrixMask, Radius
 from ._job import Job
 from ._state import SmoothState
-from ._threads import single_threaded_ops
+from ._threads import map_blocks, on_worker
 
 __all__ = ["MAX_PAIR_FRACTION", "NeighborsEngine"]
 
@@ -248,8 +248,6 @@ def _fold_pairs(kernel: BoundKernel, values: torch.Tensor, local: torch.Tensor,
 
 # -- the three sources --------------------------------------------------------------
 def _run_table(job: Job, table: _Table, state: SmoothState) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
     width = max(table.candidates.index.shape[1], 1)
 
     def fold(rows: slice) -> None:
@@ -260,16 +258,11 @@ def _run_table(job: Job, table: _Table, state: SmoothState) -> None:
         bound = BoundKernel(job.kernel.kernel, job.kernel.q[rows], job.kernel.k)
         _fold_table(bound, job.values, index, hidden, state[rows])
 
-    with single_threaded_ops() as threads:
-        # each of the threads holds one chunk at a time
-        step = max(1, _chunk_pairs(job) // (width * threads))
-        chunks = [slice(a, min(a + step, job.m)) for a in range(0, job.m, step)]
-        if threads < 2 or len(chunks) < 2 or job.device.type != "cpu":
-            for rows in chunks:
-                fold(rows)
-            return
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            list(pool.map(fold, chunks))
+    # each of the threads holds one chunk at a time
+    threads = torch.get_num_threads() if job.device.type == "cpu" else 1
+    step = max(1, _chunk_pairs(job) // (width * threads))
+    chunks = [slice(a, min(a + step, job.m)) for a in range(0, job.m, step)]
+    map_blocks(fold, chunks, device=job.device)
 
 
 def _run_sparse(job: Job, sparse: _Sparse, state: SmoothState) -> None:
@@ -388,10 +381,14 @@ def _run_ball(job: Job, ball: _Ball, state: SmoothState) -> None:
     out = SmoothState.empty(job.m, job.p, dtype=job.dtype, device=dev)
     spans = list(itertools.pairwise(cuts))
     tasks = [lambda a=a, b=b: walk(a, b) for a, b in spans]
-    with single_threaded_ops():  # one thread folds while another walks the tree
+
+    def fold_all() -> None:
         for (a, b), found in zip(spans, _prefetched(tasks), strict=True):
             _fold_found(job, ball, arrays, a, b, found, chunk, out[a:b])
             del found
+
+    # one thread folds (torch ops on one thread) while another walks the tree
+    on_worker(fold_all, device=dev)
     state.offset[qorder], state.total[qorder], state.acc[qorder] = out.offset, out.total, out.acc
 
 
