@@ -18,6 +18,13 @@ from nadaraya.cli import demo as demo_module
 from nadaraya.datasets import data_path, load_mcycle
 from nadaraya.engine import ENGINES
 
+from .cli._inputs import digest, guard_inputs
+
+
+@pytest.fixture(autouse=True)
+def _inputs_unchanged(monkeypatch: pytest.MonkeyPatch):
+    yield from guard_inputs(monkeypatch)
+
 
 def _naive_nw(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, h: float,
               leave_one_out: bool = False) -> np.ndarray:
@@ -31,7 +38,7 @@ def _naive_nw(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, h: floa
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    status = main(["demo", "--repeat", "1", *args])
+    status = main(["demo", "--repeat", "1", "--no-figures", *args])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -125,7 +132,7 @@ def test_out_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest
     def fail(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(demo_module.os, "replace", fail)
+    monkeypatch.setattr(os, "replace", fail)
     status, _, err = _run(capsys, "--bandwidth", "2", "--out", str(out_file))
     assert status == 1 and "disk full" in err
     assert out_file.read_text() == "keep me\n"
@@ -147,7 +154,38 @@ def test_out_refuses_the_input_file(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_out_refuses_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = _run(capsys, "--out", str(tmp_path))
-    assert status == 1 and "directory" in err
+    assert status == 1 and "is a folder" in err
+
+
+def test_out_folder_that_cannot_be_made_is_refused_before_the_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("a file, not a folder")
+    status, out, err = _run(capsys, "--out", str(tmp_path / "file" / "sub" / "fit.csv"))
+    assert status == 1 and "goes through a file as if it were a folder" in err and "--out" in err
+    assert out == "", "nothing ran"
+
+
+def test_out_dash_writes_only_the_csv_to_standard_output(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = _run(capsys, "--bandwidth", "2", "--grid", "5", "--out", "-")
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "times,fit" and len(lines) == 6, "standard output holds the CSV alone"
+    X, y = load_mcycle(return_X_y=True)
+    table = np.array([line.split(",") for line in lines[1:]], dtype=float)
+    np.testing.assert_allclose(table[:, 1], _naive_nw(table[:, 0], X[:, 0], y, 2.0),
+                               rtol=1e-12)
+    assert "engine" in err and "to standard output" in err, "messages moved to stderr"
+    assert not Path("-").exists()
+
+
+def test_figures_folder_that_is_a_file_is_refused_before_the_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "figs").write_text("a file")
+    status = main(["demo", "--repeat", "1", "--figures", str(tmp_path / "figs")])
+    captured = capsys.readouterr()
+    assert status == 1 and "--figures" in captured.err and "not a folder" in captured.err
+    assert captured.out == ""
 
 
 def test_loo_bandwidth_minimizes_the_naive_leave_one_out_error(
@@ -215,9 +253,11 @@ def _console_script() -> Path:
 
 def test_console_script_runs_the_demo(tmp_path: Path) -> None:
     out_file = tmp_path / "fit.csv"
-    proc = subprocess.run([str(_console_script()), "demo", "--repeat", "1", "--out",
-                           str(out_file)], capture_output=True, text=True, timeout=300,
+    before = digest(data_path("mcycle"))
+    proc = subprocess.run([str(_console_script()), "demo", "--repeat", "1", "--no-figures",
+                           "--out", str(out_file)], capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL)
+    assert digest(data_path("mcycle")) == before
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"^engine\s+auto", proc.stdout, re.MULTILINE)
     assert set(_engine_rows(proc.stdout)) == set(ENGINES)
@@ -231,3 +271,14 @@ def test_python_dash_m_and_version() -> None:
     proc = subprocess.run([sys.executable, "-m", "nadaraya"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "demo" in proc.stderr
+
+
+@pytest.mark.slow
+def test_demo_writes_its_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    figures = tmp_path / "figs" / "new"
+    assert main(["demo", "--repeat", "1", "--figures", str(figures)]) == 0
+    assert f"figures in {figures}" in capsys.readouterr().out
+    names = sorted(p.name for p in figures.iterdir())
+    assert names == ["knn_vs_kernel.png", "mcycle_cv.png", "mcycle_fit.png",
+                     "mcycle_weights.png"], "the four figures and no temporary file"
+    assert all((figures / n).read_bytes().startswith(b"\x89PNG") for n in names)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
+import errno
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +13,13 @@ import pytest
 
 from nadaraya.cli import main
 from nadaraya.estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor
+
+from .cli._inputs import guard_inputs
+
+
+@pytest.fixture(autouse=True)
+def _inputs_unchanged(monkeypatch: pytest.MonkeyPatch):
+    yield from guard_inputs(monkeypatch)
 
 
 def _write(path: Path, header: list[str], rows: list[list[object]]) -> Path:
@@ -133,12 +143,128 @@ def test_never_writes_over_an_input(data, tmp_path, capsys) -> None:
     path, _, _ = data
     before = path.read_bytes()
     err = _error(["fit", str(path), "--x", "x", "--y", "y", "--out", str(path)], capsys)
-    assert "input file" in err
+    assert "never writes over an input" in err
     grid = _write(tmp_path / "grid.csv", ["x"], [[1.0]])
     err = _error(["fit", str(path), "--x", "x", "--y", "y", "--predict", str(grid),
                   "--out", str(grid)], capsys)
-    assert "input file" in err
+    assert "never writes over an input" in err
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("option", ["--out", "--plot"])
+def test_never_writes_through_a_hard_link_to_an_input(data, tmp_path, capsys,
+                                                      option: str) -> None:
+    path, _, _ = data
+    link = tmp_path / ("linked.png" if option == "--plot" else "linked.csv")
+    os.link(path, link)
+    err = _error(["fit", str(path), "--x", "x", "--y", "y", "--bandwidth", "1", option,
+                  str(link)], capsys)
+    assert f"{option} {link} is a hard link to the input {path}" in err
+
+
+def test_out_and_plot_to_standard_output(data, capsys) -> None:
+    path, X, y = data
+    assert main(["fit", str(path), "--x", "x", "--y", "y", "--bandwidth", "0.5", "--out",
+                 "-"]) == 0
+    captured = capsys.readouterr()
+    rows = list(csv.reader(captured.out.splitlines()))
+    assert rows[0] == ["x", "y_pred", "std_error", "lower_95", "upper_95"]
+    model = LocalPolynomialRegressor(bandwidth=0.5).fit(X[:, :1], y)
+    np.testing.assert_allclose(np.array(rows[1:], dtype=float)[:, 1], model.predict(X[:, :1]),
+                               rtol=1e-15)
+    assert "bandwidth (given)" in captured.err and "standard output" in captured.err
+
+
+def test_disk_full_keeps_the_old_output(data, tmp_path, capsys, monkeypatch) -> None:
+    path, _, _ = data
+    out = tmp_path / "pred.csv"
+    out.write_text("previous predictions\n")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    err = _error(["fit", str(path), "--x", "x", "--y", "y", "--bandwidth", "1", "--out",
+                  str(out)], capsys)
+    assert "No space left on device" in err and err.count("\n") == 1
+    assert out.read_text() == "previous predictions\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "pred.csv"]
+
+
+def test_plot_format_follows_the_suffix(data, tmp_path) -> None:
+    path, _, _ = data
+    for suffix, magic in ((".svg", b"<?xml"), (".pdf", b"%PDF")):
+        fig = tmp_path / f"fit{suffix}"
+        assert main(["fit", str(path), "--x", "x", "--y", "y", "--bandwidth", "0.4",
+                     "--plot", str(fig)]) == 0
+        assert fig.read_bytes().startswith(magic)
+
+
+# -- encodings: the same table saved in several encodings reads the same ------------------
+def _encoded_copies(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, dict[str, bytes]]:
+    x = np.round(rng.uniform(0, 6, 40), 3)
+    y = np.round(np.sin(x) + 0.2 * rng.normal(size=40), 3)
+    text = "# mesures de température\ntempérature,débit\n" + "".join(
+        f"{a},{b}\n" for a, b in zip(x, y, strict=True))
+    reference = tmp_path / "utf8.csv"
+    reference.write_bytes(text.encode("utf-8"))
+    copies = {
+        "cp1252": text.encode("cp1252"),
+        "utf-8-sig": codecs.BOM_UTF8 + text.encode("utf-8"),
+        "utf-16": text.encode("utf-16"),  # with its byte-order mark
+        "utf-16-le": text.encode("utf-16-le"),  # without one
+        "utf-32": text.encode("utf-32"),
+    }
+    return reference, copies
+
+
+def _fit_output(path: Path, capsys, *extra: str) -> str:
+    assert main(["fit", str(path), "--x", "température", "--y", "débit", "--bandwidth", "0.5",
+                 *extra]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
+def _results(out: str) -> list[str]:
+    """The printed results, without the line naming the file and the one naming its encoding."""
+    return [line for line in out.splitlines()[1:] if not line.startswith("read ")]
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "utf-8-sig", "utf-16", "utf-16-le", "utf-32"])
+def test_non_utf8_csv_is_read_and_the_encoding_named(tmp_path, capsys, rng,
+                                                     encoding: str) -> None:
+    reference, copies = _encoded_copies(tmp_path, rng)
+    expected = _fit_output(reference, capsys)
+    path = tmp_path / f"{encoding}.csv"
+    path.write_bytes(copies[encoding])
+    out = _fit_output(path, capsys)
+    assert _results(out) == _results(expected) and len(_results(out)) == 3, "the same fit"
+    named = {"utf-8-sig": None, "utf-16": "utf-16", "utf-16-le": "utf-16-le",
+             "utf-32": "utf-32", "cp1252": "cp1252"}[encoding]
+    if named is None:
+        assert "read " not in out
+    else:
+        assert f"read {path} as {named}" in out
+
+
+def test_encoding_option(tmp_path, capsys, rng) -> None:
+    reference, copies = _encoded_copies(tmp_path, rng)
+    path = tmp_path / "latin.csv"
+    path.write_bytes(copies["cp1252"])
+    expected = _fit_output(reference, capsys)
+    out = _fit_output(path, capsys, "--encoding", "latin-1")
+    assert f"read {path} as latin-1" in out
+    assert _results(out) == _results(expected)
+    err = _error(["fit", str(path), "--x", "x", "--y", "y", "--encoding", "klingon"], capsys)
+    assert "--encoding 'klingon' is not an encoding" in err
+    err = _error(["fit", str(path), "--x", "x", "--y", "y", "--encoding", "utf-8"], capsys)
+    assert "is not valid utf-8" in err and "byte 0xe9" in err and "--encoding" in err
+
+
+def test_binary_file_is_refused(tmp_path, capsys) -> None:
+    path = tmp_path / "data.csv"
+    path.write_bytes(bytes(range(256)) * 4)
+    err = _error(["fit", str(path), "--x", "x", "--y", "y"], capsys)
+    assert "binary file" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(("extra", "message"), [

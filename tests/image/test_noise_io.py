@@ -8,7 +8,7 @@ import torch
 
 from nadaraya import NadarayaError
 from nadaraya.image import estimate_noise, psnr
-from nadaraya.image._io import as_image, read_image, write_image
+from nadaraya.image._io import as_image, data_range_of, read_image, write_image
 from nadaraya.image.denoise import denoise, recipe
 
 
@@ -88,3 +88,80 @@ def test_denoise_dispatch(rng: np.random.Generator) -> None:
         denoise(noisy, "wiener", 15.0)
     with pytest.raises(NadarayaError, match="sigma"):
         denoise(noisy, "nlm", -1.0)
+
+
+# -- data range and files: dtype, range and channels kept ---------------------------------
+@pytest.mark.parametrize("low, high", [(0.0, 0.5), (-3.0, 300.0), (0.2, 0.9)])
+def test_data_range_of_floats_is_the_span_of_the_data(rng: np.random.Generator, low: float,
+                                                      high: float) -> None:
+    image = rng.uniform(low, high, (10, 12)).astype(np.float32)
+    expected = float(image.max()) - float(image.min())
+    assert data_range_of(as_image(image)) == pytest.approx(expected, rel=1e-6)
+    assert data_range_of(as_image(image), 7.0) == 7.0
+    assert data_range_of(as_image(np.full((3, 3), 0.25))) == 0.25
+    assert data_range_of(as_image(np.zeros((3, 3)))) == 1.0
+    assert data_range_of(as_image(np.zeros((3, 3), np.uint16))) == 65535.0
+
+
+@pytest.mark.parametrize("name, image", [
+    ("gray16.png", np.arange(48, dtype=np.uint16).reshape(6, 8) * 1300),
+    ("rgba.png", np.arange(192, dtype=np.uint8).reshape(6, 8, 4)),
+    ("la.png", np.arange(96, dtype=np.uint8).reshape(6, 8, 2)),
+    ("f32.tif", np.linspace(-2, 3, 144, dtype=np.float32).reshape(6, 8, 3)),
+    ("f64.tiff", np.linspace(0, 1, 48).reshape(6, 8)),
+    ("rgba16.tif", np.arange(192, dtype=np.uint16).reshape(6, 8, 4) * 300),
+    ("la_f32.tif", np.linspace(0, 1, 96, dtype=np.float32).reshape(6, 8, 2)),
+])
+def test_files_keep_dtype_and_channels(tmp_path, name: str, image: np.ndarray) -> None:
+    write_image(tmp_path / name, image)
+    back = read_image(tmp_path / name)
+    assert back.dtype == image.dtype
+    np.testing.assert_array_equal(back, image)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name], "no temporary file left"
+
+
+def test_files_agree_with_peer_readers(tmp_path) -> None:
+    tifffile = pytest.importorskip("tifffile")
+    from PIL import Image
+
+    rgba = np.arange(192, dtype=np.uint8).reshape(6, 8, 4)
+    write_image(tmp_path / "rgba.png", rgba)
+    with Image.open(tmp_path / "rgba.png") as im:
+        assert im.mode == "RGBA"
+        np.testing.assert_array_equal(np.asarray(im), rgba)
+    f32 = np.linspace(-2, 3, 144, dtype=np.float32).reshape(6, 8, 3)
+    write_image(tmp_path / "f.tif", f32)
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "f.tif"), f32)
+    tifffile.imwrite(tmp_path / "peer.tif", f32[..., 0].astype(np.float64))
+    assert read_image(tmp_path / "peer.tif").dtype == np.float64
+
+
+def test_16bit_colour_png_is_read_as_16_bits(tmp_path) -> None:
+    cv2 = pytest.importorskip("cv2")
+    rgb = (np.arange(144, dtype=np.uint16).reshape(6, 8, 3) * 450).astype(np.uint16)
+    cv2.imwrite(str(tmp_path / "rgb16.png"), rgb[..., ::-1])
+    back = read_image(tmp_path / "rgb16.png")
+    assert back.dtype == np.uint16
+    np.testing.assert_array_equal(back, rgb)
+    write_image(tmp_path / "again.png", back)
+    np.testing.assert_array_equal(cv2.imread(str(tmp_path / "again.png"),
+                                             cv2.IMREAD_UNCHANGED)[..., ::-1], rgb)
+
+
+@pytest.mark.parametrize("name, image, message", [
+    ("f.png", np.zeros((4, 4), np.float32), "float32"),
+    ("a.jpg", np.zeros((4, 4, 4), np.uint8), "RGBA"),
+    ("x.unknownformat", np.zeros((4, 4), np.uint8), "suffix"),
+])
+def test_formats_that_cannot_hold_the_image_are_refused(tmp_path, name: str,
+                                                        image: np.ndarray, message: str) -> None:
+    with pytest.raises(NadarayaError, match=message):
+        write_image(tmp_path / name, image)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".tif", b"II*\x00"),
+                                           (".jpg", b"\xff\xd8"), (".bmp", b"BM")])
+def test_format_follows_the_suffix(tmp_path, suffix: str, magic: bytes) -> None:
+    write_image(tmp_path / f"img{suffix}", np.zeros((4, 4, 3), np.uint8))
+    assert (tmp_path / f"img{suffix}").read_bytes().startswith(magic)

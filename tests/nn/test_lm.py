@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +22,13 @@ from nadaraya.nn.lm import (
 )
 from nadaraya.nn.ngram import NGramLM
 from nadaraya.nn.text import CharVocab, load_corpus
+
+from ..cli._inputs import guard_inputs
+
+
+@pytest.fixture(autouse=True)
+def _inputs_unchanged(monkeypatch: pytest.MonkeyPatch):
+    yield from guard_inputs(monkeypatch)
 
 
 def test_ngram_probabilities_sum_to_one(rng):
@@ -151,3 +161,182 @@ def test_command_line_trains_samples_and_scores(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("ROMEO.")
     assert main(["lm", "ngram", "--order", "2"]) == 0
     assert "2-gram" in capsys.readouterr().out
+
+
+# -- checkpoints and the command line: clear errors, never a lost model --------------------
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    model = _tiny(alphabet="abcde")
+    path = tmp_path / "tiny.safetensors"
+    save_checkpoint(model, path)
+    return path
+
+
+def _not_checkpoints(tmp_path: Path) -> dict[str, Path]:
+    from safetensors.torch import save_file
+
+    files = {"text": tmp_path / "notes.txt", "binary": tmp_path / "noise.bin",
+             "empty": tmp_path / "empty.safetensors", "folder": tmp_path / "folder",
+             "other safetensors": tmp_path / "other.safetensors"}
+    files["text"].write_text("ROMEO. But soft, what light\n")
+    files["binary"].write_bytes(np.random.default_rng(0).bytes(3000))
+    files["empty"].write_bytes(b"")
+    files["folder"].mkdir()
+    save_file({"w": torch.zeros(3)}, str(files["other safetensors"]))
+    return files
+
+
+def test_load_checkpoint_refuses_what_is_not_one(tmp_path: Path) -> None:
+    for kind, path in _not_checkpoints(tmp_path).items():
+        with pytest.raises(NadarayaError, match="is not a nadaraya language-model checkpoint"):
+            load_checkpoint(path)
+        assert kind
+
+
+def test_sample_refuses_what_is_not_a_checkpoint(tmp_path: Path, capsys) -> None:
+    from nadaraya.cli import main
+
+    for kind, path in _not_checkpoints(tmp_path).items():
+        assert main(["lm", "sample", str(path)]) == 1, kind
+        err = capsys.readouterr().err
+        assert err.startswith("nadaraya lm: error: CHECKPOINT") and err.count("\n") == 1, kind
+        assert "not a nadaraya language-model checkpoint" in err and "lm train --out" in err
+
+
+def test_sample_continues_the_prompt(checkpoint: Path, capsys) -> None:
+    from nadaraya.cli import main
+
+    assert main(["lm", "sample", str(checkpoint), "--prompt", "abc", "--length", "7"]) == 0
+    text = capsys.readouterr().out.rstrip("\n")
+    assert text.startswith("abc") and len(text) == 10 and set(text) <= set("abcde")
+
+
+@pytest.mark.parametrize("prompt, message", [
+    ("", "--prompt is empty"),
+    ("abz!", "--prompt has 2 character(s) the model never saw: '!', 'z' (the first at "
+             "position 2)"),
+])
+def test_sample_prompt_errors(checkpoint: Path, capsys, prompt: str, message: str) -> None:
+    from nadaraya.cli import main
+
+    assert main(["lm", "sample", str(checkpoint), "--prompt", prompt]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("option, value", [("--temperature", "nan"), ("--temperature", "inf"),
+                                           ("--temperature", "-0.5"), ("--temperature", "0"),
+                                           ("--length", "-1")])
+def test_sample_option_errors_are_usage_errors(checkpoint: Path, capsys, option: str,
+                                               value: str) -> None:
+    from nadaraya.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["lm", "sample", str(checkpoint), option, value])
+    assert info.value.code == 2
+    assert f"argument {option}" in capsys.readouterr().err
+
+
+def test_generate_refuses_bad_temperature_and_empty_prompt() -> None:
+    model = _tiny()
+    for bad in (float("nan"), float("inf"), -1.0, 0.0):
+        with pytest.raises(NadarayaError, match="temperature"):
+            model.generate(torch.tensor([0]), 3, temperature=bad)
+    with pytest.raises(NadarayaError, match="at least one character"):
+        model.generate(torch.tensor([], dtype=torch.long), 3)
+
+
+def test_save_checkpoint_failure_keeps_the_old_one(checkpoint: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    before = checkpoint.read_bytes()
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        save_checkpoint(_tiny("rbf", alphabet="abcde"), checkpoint)
+    assert checkpoint.read_bytes() == before
+    assert [p.name for p in checkpoint.parent.iterdir()] == [checkpoint.name]
+
+
+_TINY_TRAIN = ["lm", "train", "--steps", "2", "--batch", "2", "--d-model", "8", "--heads", "2",
+               "--layers", "1", "--context", "8", "--eval-chars", "100"]
+
+
+@pytest.fixture
+def tiny_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Train on a few hundred characters instead of the plays."""
+    from nadaraya.nn import text
+
+    vocab = CharVocab("ab c")
+    rng = np.random.default_rng(0)
+
+    def load_corpus(path=None, *, limit=None):
+        return text.Corpus(vocab, rng.integers(0, 4, 400), rng.integers(0, 4, 200), [], [])
+
+    monkeypatch.setattr(text, "load_corpus", load_corpus)
+
+
+def test_train_checks_the_output_before_training(tmp_path: Path, capsys, tiny_corpus) -> None:
+    from nadaraya.cli import main
+
+    assert main([*_TINY_TRAIN, "--out", str(tmp_path / "missing" / "m.safetensors")]) == 1
+    captured = capsys.readouterr()
+    assert "training" not in captured.out, "the output is checked before training starts"
+    assert "--out" in captured.err and "does not exist" in captured.err
+    assert main([*_TINY_TRAIN, "--out", str(tmp_path)]) == 1
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_train_saves_the_model_elsewhere_when_the_output_fails(
+        tmp_path: Path, capsys, tiny_corpus, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nadaraya.cli import main
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    target = tmp_path / "model.safetensors"
+    replace = os.replace
+
+    def disk_full_for_target(src, dst):
+        if Path(dst) == target:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", disk_full_for_target)
+    assert main([*_TINY_TRAIN, "--out", str(target)]) == 1
+    err = capsys.readouterr().err
+    saved = list(work.iterdir())
+    assert len(saved) == 1 and str(saved[0]) in err and "No space left" in err
+    model = load_checkpoint(saved[0])
+    assert model.config.alphabet == "ab c" and model.config.d_model == 8
+    assert not target.exists()
+
+
+def test_train_device_without_cuda(tmp_path: Path, capsys, tiny_corpus,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from nadaraya.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main([*_TINY_TRAIN, "--device", "cuda", "--out", str(tmp_path / "m.st")]) == 1
+    err = capsys.readouterr().err
+    assert "--device cuda: CUDA is not available" in err and "--device cpu" in err
+    assert main([*_TINY_TRAIN, "--device", "gpu0", "--out", str(tmp_path / "m.st")]) == 1
+    assert "--device 'gpu0' is not a torch device" in capsys.readouterr().err
+
+
+def test_train_heads_must_divide_the_width(tmp_path: Path, capsys, tiny_corpus) -> None:
+    from nadaraya.cli import main
+
+    assert main([*_TINY_TRAIN, "--heads", "3", "--out", str(tmp_path / "m.st")]) == 1
+    assert "--d-model 8 is not a multiple of --heads 3" in capsys.readouterr().err
+
+
+def test_train_tiny_end_to_end(tmp_path: Path, capsys, tiny_corpus) -> None:
+    from nadaraya.cli import main
+
+    out = tmp_path / "m.safetensors"
+    assert main([*_TINY_TRAIN, "--out", str(out)]) == 0
+    assert f"saved {out}" in capsys.readouterr().out
+    assert load_checkpoint(out).config.alphabet == "ab c"

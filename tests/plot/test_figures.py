@@ -115,12 +115,45 @@ def test_figures_refuse_what_they_cannot_draw(rng: np.random.Generator) -> None:
         plot_cv_curve(two)
 
 
-@pytest.mark.parametrize("suffix", ["png", "svg", "pdf"])
-def test_save_figure_is_atomic(tmp_path, rng: np.random.Generator, suffix: str) -> None:
+@pytest.mark.parametrize("suffix, magic", [("png", b"\x89PNG"), ("svg", b"<?xml"),
+                                           ("pdf", b"%PDF")])
+def test_save_figure_is_atomic(tmp_path, rng: np.random.Generator, suffix: str,
+                               magic: bytes) -> None:
     ax = plot_knn_vs_kernel()
     path = save_figure(ax.figure, tmp_path / f"knn.{suffix}")
-    assert path.stat().st_size > 1000
+    assert path.stat().st_size > 1000 and path.read_bytes().startswith(magic)
     assert [p.name for p in tmp_path.iterdir()] == [f"knn.{suffix}"]
+
+
+def test_save_figure_failure_keeps_the_old_file(tmp_path, monkeypatch) -> None:
+    fig = plot_knn_vs_kernel().figure
+    path = tmp_path / "knn.png"
+    path.write_bytes(b"old figure")
+    real = fig.savefig
+
+    def fails_midway(f, **kw):
+        real(f, **kw)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fig, "savefig", fails_midway)
+    with pytest.raises(OSError, match="No space left"):
+        save_figure(fig, path)
+    assert path.read_bytes() == b"old figure"
+    assert [p.name for p in tmp_path.iterdir()] == ["knn.png"]
+
+
+def test_save_figure_refuses_an_unknown_format_and_a_folder(tmp_path) -> None:
+    fig = plot_knn_vs_kernel().figure
+    with pytest.raises(NadarayaError, match="cannot write a figure as 'xyz'"):
+        save_figure(fig, tmp_path / "knn.xyz")
+    with pytest.raises(NadarayaError, match="is a folder"):
+        save_figure(fig, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_figure_to_standard_output(capsysbinary) -> None:
+    save_figure(plot_knn_vs_kernel().figure, "-", fmt="svg")
+    assert capsysbinary.readouterr().out.startswith(b"<?xml")
 
 
 @pytest.mark.slow

@@ -1,18 +1,32 @@
 """The ``nadaraya`` command line: ``nadaraya <command> [options]``.
 
 Each command is a module of this package with a docstring (its help text),
-``add_arguments(parser)`` and ``run(args) -> int``. Registering a command is
-one entry in :data:`COMMANDS`; its module is imported only to build the
-parser, and heavy imports happen inside ``run``.
+``add_arguments(parser)``, ``run(args) -> int`` and, when it reads or writes
+files, ``files(args) -> (inputs, outputs)``: the input paths, and the output
+paths by option name (``MAKES_FOLDERS`` lists the outputs whose missing
+folders are made rather than refused). Registering a command is one entry
+in :data:`COMMANDS`; its module is imported only to build the parser, and
+heavy imports happen inside ``run``.
+
+Before a command runs, every output it names is checked (see
+:mod:`nadaraya._files`): not a folder, not an input, in a folder that exists
+and can be written. The checked targets reach ``run`` as ``args.outputs``,
+so a long job never starts when its result could not be saved. Errors are
+one line on standard error (exit status 1; 2 for usage errors), never a
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from .._errors import NadarayaError
 
@@ -46,8 +60,54 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(command)
-        command.set_defaults(run=module.run)
+        command.set_defaults(run=module.run, files=getattr(module, "files", None),
+                             makes_folders=getattr(module, "MAKES_FOLDERS", ()))
     return parser
+
+
+class _Stopped(BaseException):
+    """A termination signal, raised so that partial outputs are cleaned up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
+
+
+@contextlib.contextmanager
+def _stoppable() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) unwind the command like Ctrl-C instead of killing it mid-write."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    saved = {}
+    for name in names:
+        number = getattr(signal, name)
+        if signal.getsignal(number) is signal.SIG_DFL:
+            saved[number] = signal.signal(number, _stop)
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _check_files(args: argparse.Namespace) -> None:
+    from .. import _files
+
+    args.outputs = {}
+    if args.files is None:
+        return
+    inputs, targets = args.files(args)
+    args.outputs = _files.outputs(targets, inputs, parents=args.makes_folders)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,17 +122,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         The exit status: 0 on success, 1 when the command failed (the reason is
-        printed on standard error), 2 for a usage error.
+        printed on standard error), 2 for a usage error, 130 when interrupted
+        (Ctrl-C) and 128 + the signal number when stopped by a signal.
     """
+    from .._files import reserve_stdout
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    name = f"nadaraya {args.command}"
     try:
-        return int(args.run(args) or 0)
+        with _stoppable(), reserve_stdout():
+            _check_files(args)
+            return int(args.run(args) or 0)
     except BrokenPipeError:
         # The reader of our output went away (``nadaraya demo | head``): stop quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
     except (NadarayaError, OSError) as exc:
-        print(f"nadaraya {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{name}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted; no partial output was left behind.", file=sys.stderr)
+        return 130
+    except _Stopped as stop:
+        print(f"{name}: stopped by {signal.Signals(stop.signum).name}; no partial output was "
+              "left behind.", file=sys.stderr)
+        return 128 + stop.signum

@@ -18,17 +18,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_arguments", "run"]
+from .._errors import NadarayaError
+
+__all__ = ["add_arguments", "files", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("text", help="the sentence to read")
+    parser.add_argument("text", metavar="TEXT",
+                        help="the sentence to read (at most 512 tokens, the model's positions)")
     parser.add_argument("--layer", type=int, default=0, help="layer, 0 to 5 (default 0)")
     parser.add_argument("--head", type=int, default=0, help="head, 0 to 11 (default 0)")
     parser.add_argument("--kernel", default="softmax",
                         help="attention kernel of the re-expressed model (default softmax: "
                              "the original model)")
-    parser.add_argument("--out", metavar="PNG", help="write the attention map to this picture")
+    parser.add_argument("--out", metavar="PNG",
+                        help="write the attention map to this picture (format from the suffix: "
+                             ".png, .svg, .pdf; '-': PNG on standard output)")
     parser.add_argument("--nw", action="store_true",
                         help="recompute the rows as Nadaraya-Watson weights with nadaraya.weights")
 
@@ -42,14 +47,19 @@ def _table(tokens: list[str], w: Any) -> str:
     return "\n".join(rows)
 
 
-def _draw(tokens: list[str], w: Any, title: str, path: str) -> None:
-    import matplotlib
+def files(args: argparse.Namespace) -> tuple[list[str], dict[str, str | None]]:
+    """The output of ``nadaraya attention`` (it reads no file)."""
+    return [], {"--out": args.out}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def _draw(tokens: list[str], w: Any, title: str, target: Any) -> None:
+    from matplotlib.figure import Figure
+
+    from ..plot import save_figure
 
     n = len(tokens)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * n, 0.8 + 0.5 * n))
+    fig = Figure(figsize=(1.0 + 0.55 * n, 0.8 + 0.5 * n), layout="tight")
+    ax = fig.subplots()
     im = ax.imshow(w, cmap="viridis", vmin=0.0)
     ax.set_xticks(range(n), tokens, rotation=60, ha="right")
     ax.set_yticks(range(n), tokens)
@@ -57,19 +67,29 @@ def _draw(tokens: list[str], w: Any, title: str, path: str) -> None:
     ax.set_ylabel("query token")
     ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="weight")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, target)
+
+
+def _check_length(tokenizer: Any, model: Any, text: str) -> None:
+    """Refuse a text longer than the model's learned positions, before running it."""
+    limit = int(model.config.max_position_embeddings)
+    n = len(tokenizer(text)["input_ids"])
+    if n > limit:
+        raise NadarayaError(
+            f"TEXT has {n} tokens (with [CLS] and [SEP]); all-MiniLM-L6-v2 reads at most "
+            f"{limit}, the number of positions it learned. Shorten the text (about "
+            f"{n - limit} tokens fewer), e.g. to its first sentences."
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
     import nadaraya
-    from nadaraya import NadarayaError
     from nadaraya.nn import minilm
 
     model, tokenizer = minilm.load()
+    _check_length(tokenizer, model, args.text)
     kernelized = minilm.kernelize(model, args.kernel)
     blocks = minilm.attention_modules(kernelized)
     heads = blocks[0].attention.num_heads
@@ -98,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
               f"{attn.kernel.name}, from nadaraya.weights on the head's projected tokens:")
         print(_table(tokens, nw))
         print(f"largest difference from the attention rows: {float((nw - w).abs().max()):.1e}")
-    if args.out:
-        _draw(tokens, w.numpy(), title, args.out)
-        print(f"\nwrote {args.out}")
+    if args.outputs["--out"] is not None:
+        _draw(tokens, w.numpy(), title, args.outputs["--out"])
+        print(f"\nwrote {args.outputs['--out']}")
     return 0

@@ -11,16 +11,20 @@ smoothed values of the automatic choice are written to a CSV file.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import NadarayaError
 
-__all__ = ["add_arguments", "run"]
+if TYPE_CHECKING:
+    from .._files import Output
+
+__all__ = ["MAKES_FOLDERS", "add_arguments", "files", "run", "write_csv"]
+
+#: Outputs whose missing folders are made (``--out nadaraya-demo/fit.csv`` on a fresh checkout).
+MAKES_FOLDERS = ("--out",)
 
 
 _RULES = ("loo", "silverman", "scott")
@@ -63,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=_positive_int, default=5, metavar="R",
                         help="time each engine as the best of R runs (default 5)")
     parser.add_argument("--out", type=Path, metavar="CSV",
-                        help="write times and smoothed accel (automatic engine) to this CSV file")
+                        help="write times and smoothed accel (automatic engine) to this CSV file, "
+                             "making its folder if needed ('-': standard output)")
     parser.add_argument("--figures", type=Path, default=Path("nadaraya-demo"), metavar="DIR",
                         help="fit mcycle with cross-validated Nadaraya-Watson and local-linear "
                              "regression and write the figures to DIR (default nadaraya-demo)")
@@ -71,45 +76,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip the cross-validated fits and their figures")
 
 
-def _check_out(out: Path, inputs: Sequence[Path]) -> None:
-    if out.is_dir():
-        raise NadarayaError(f"--out {out} is a directory; give a file name such as {out}/fit.csv.")
-    for source in inputs:
-        if out.resolve() == source.resolve() or (out.exists() and os.path.samefile(out, source)):
-            raise NadarayaError(
-                f"--out {out} is the input data file; write the results to another path."
-            )
+def files(args: argparse.Namespace) -> tuple[list[Path], dict[str, Path | None]]:
+    """The input (the shipped data) and the output of ``nadaraya demo``."""
+    from nadaraya.datasets import data_path
+
+    return [data_path("mcycle")], {"--out": args.out}
 
 
-def write_csv(path: Path, header: Sequence[str], columns: Sequence[Any]) -> None:
-    """Write columns of numbers to ``path`` atomically (temporary file, then rename).
+def write_csv(target: str | Path | Output, header: Sequence[str], columns: Sequence[Any]) -> None:
+    """Write columns of numbers as CSV, safely (see :mod:`nadaraya._files`).
 
     Parameters
     ----------
-    path : pathlib.Path
-        Destination; its folder is created if missing. A reader sees either the
-        old file or the complete new one, never a partial file.
+    target : str, path-like or nadaraya._files.Output
+        Destination: a regular file is replaced atomically (a reader sees the
+        old file or the complete new one), its folder made if missing; ``-``
+        is standard output.
     header : sequence of str
         Column names.
     columns : sequence of array-like, each of shape (n_rows,)
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     import numpy as np
 
+    from .._files import output
+
     arrays = [np.asarray(c).ravel() for c in columns]
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(",".join(header) + "\n")
-            for row in zip(*arrays, strict=True):
-                f.write(",".join(str(v) for v in row) + "\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with output(target, option="--out", parents=True).open("w", newline="") as f:
+        f.write(",".join(header) + "\n")
+        for row in zip(*arrays, strict=True):
+            f.write(",".join(str(v) for v in row) + "\n")
 
 
 def _best_time(fn: Any, repeat: int) -> float:
@@ -166,12 +161,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     import nadaraya
+    from nadaraya._files import check_folder
     from nadaraya.bandwidth import resolve_bandwidth
-    from nadaraya.datasets import data_path, load_mcycle
+    from nadaraya.datasets import load_mcycle
     from nadaraya.engine import ENGINES
 
-    if args.out is not None:
-        _check_out(args.out, [data_path("mcycle")])
+    if not args.no_figures:
+        check_folder(args.figures, option="--figures")
     X, y = load_mcycle(return_X_y=True)
     times = X[:, 0]
     if args.grid:
@@ -224,9 +220,9 @@ def run(args: argparse.Namespace) -> int:
         header, columns = ["times", "fit"], [queries, fit]
         if not args.grid:
             header, columns = ["times", "accel", "fit"], [queries, y, fit]
-        write_csv(args.out, header, columns)
+        write_csv(args.outputs["--out"], header, columns)
         print()
-        print(f"wrote {len(queries)} rows ({', '.join(header)}) to {args.out}")
+        print(f"wrote {len(queries)} rows ({', '.join(header)}) to {args.outputs['--out']}")
     if not args.no_figures:
         from nadaraya.plot import smoothing_demo
 

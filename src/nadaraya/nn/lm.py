@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -27,6 +27,9 @@ from torch.nn import functional as F
 
 from .._errors import NadarayaError
 from .attention import KernelAttention
+
+if TYPE_CHECKING:
+    from .._files import Output
 
 __all__ = ["LMConfig", "TransformerLM", "evaluate", "load_checkpoint", "save_checkpoint",
            "train"]
@@ -126,9 +129,31 @@ class TransformerLM(nn.Module):
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, length: int, *, temperature: float = 1.0,
                  generator: torch.Generator | None = None) -> torch.Tensor:
-        """Continue ``ids`` ``(L,)`` by ``length`` sampled characters; returns ``(L + length,)``."""
-        if temperature <= 0:
-            raise NadarayaError(f"temperature must be > 0; got {temperature!r}.")
+        """Continue ``ids`` ``(L,)`` by ``length`` sampled characters; returns ``(L + length,)``.
+
+        Parameters
+        ----------
+        ids : torch.Tensor of shape (L,), int64
+            The prompt, at least one character.
+        length : int
+            Characters to add, >= 0.
+        temperature : float, default 1.0
+            Finite and > 0: the logits are divided by it before sampling.
+        generator : torch.Generator, optional
+        """
+        try:
+            finite = math.isfinite(float(temperature)) and float(temperature) > 0
+        except (TypeError, ValueError):
+            finite = False
+        if not finite:
+            raise NadarayaError(f"temperature must be a finite number > 0; got {temperature!r}. "
+                                "Use e.g. 0.8 (lower: more predictable text).")
+        if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+            raise NadarayaError(f"length must be an integer >= 0; got {length!r}.")
+        if ids.ndim != 1 or ids.numel() == 0:
+            raise NadarayaError(f"ids must hold at least one character id, shape (L,) with L >= "
+                                f"1; got shape {tuple(ids.shape)}. Start from a prompt such "
+                                "as a newline.")
         out = ids.clone()
         for _ in range(length):
             logits = self(out[-self.config.context:][None])[0, -1] / temperature
@@ -261,12 +286,23 @@ def _progress(total: int, show: bool) -> Callable[[int | None, float | None], No
     return update
 
 
-def save_checkpoint(model: TransformerLM, path: str | Path) -> None:
-    """Write the weights and config as a safetensors file (no pickle)."""
+def save_checkpoint(model: TransformerLM, path: str | Path | Output) -> None:
+    """Write the weights and config as a safetensors file (no pickle), safely.
+
+    Parameters
+    ----------
+    model : TransformerLM
+    path : str, path-like or nadaraya._files.Output
+        A regular file is replaced atomically (see :mod:`nadaraya._files`):
+        a failed write leaves the old checkpoint as it was.
+    """
+    from .._files import output
+
     try:
-        from safetensors.torch import save_file
+        from safetensors.torch import save
     except ImportError:
         raise NadarayaError("checkpoints need safetensors: pip install 'nadaraya[lm]'.") from None
+    target = output(path, option="path")
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     # a tied parameter appears under two names; keep one
     seen: dict[int, str] = {}
@@ -276,26 +312,54 @@ def save_checkpoint(model: TransformerLM, path: str | Path) -> None:
             del state[k]
         else:
             seen[ptr] = k
-    save_file(state, str(path), metadata={"config": json.dumps(asdict(model.config))})
+    target.write_bytes(save(state, metadata={"config": json.dumps(asdict(model.config))}))
+
+
+def _not_a_checkpoint(path: Any, why: str) -> NadarayaError:
+    return NadarayaError(f"{str(path)!r} is not a nadaraya language-model checkpoint ({why}); "
+                         "give a file written by nadaraya lm train --out, or train one.")
 
 
 def load_checkpoint(path: str | Path, *, device: str | torch.device = "cpu") -> TransformerLM:
-    """Rebuild a :class:`TransformerLM` from :func:`save_checkpoint`'s file."""
+    """Rebuild a :class:`TransformerLM` from :func:`save_checkpoint`'s file.
+
+    Raises
+    ------
+    NadarayaError
+        When ``path`` is missing, a folder, or any file that is not such a
+        checkpoint (text, another binary, an empty file, another model's
+        safetensors).
+    """
     try:
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
     except ImportError:
         raise NadarayaError("checkpoints need safetensors: pip install 'nadaraya[lm]'.") from None
-    if not Path(path).exists():
+    file = Path(path)
+    if not file.exists():
         raise NadarayaError(f"checkpoint {str(path)!r} does not exist; train one with "
                             "nadaraya lm train --out FILE.")
-    with safe_open(str(path), framework="pt", device=str(device)) as f:
-        meta = f.metadata() or {}
-        if "config" not in meta:
-            raise NadarayaError(f"{path} is not a nadaraya language-model checkpoint.")
-        config = LMConfig(**json.loads(meta["config"]))
-        state = {k: f.get_tensor(k) for k in f.keys()}
+    if not file.is_file():
+        raise _not_a_checkpoint(path, "it is a folder" if file.is_dir() else "not a file")
+    if file.stat().st_size == 0:
+        raise _not_a_checkpoint(path, "it is empty")
+    try:
+        with safe_open(str(file), framework="pt", device=str(device)) as f:
+            meta = f.metadata() or {}
+            if "config" not in meta:
+                raise _not_a_checkpoint(path, "a safetensors file without a nadaraya config")
+            try:
+                config = LMConfig(**json.loads(meta["config"]))
+            except (TypeError, ValueError) as exc:
+                raise _not_a_checkpoint(path, f"its config does not read: {exc}") from None
+            state = {k: f.get_tensor(k) for k in f.keys()}
+    except SafetensorError as exc:
+        raise _not_a_checkpoint(path, f"not a safetensors file: {exc}") from None
     model = TransformerLM(config).to(device)
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:
+        raise _not_a_checkpoint(path, f"its tensors do not fit its config: "
+                                      f"{' '.join(str(exc).split())}") from None
     tied = {k for k in missing if k.endswith("pos_k_weight") and config.tie_qk}
     if unexpected or set(missing) - tied:
         raise NadarayaError(f"checkpoint {path} does not match its config: missing "

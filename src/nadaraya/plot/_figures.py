@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import NadarayaError
+
+if TYPE_CHECKING:
+    from .._files import Output
 
 __all__ = ["plot_cv_curve", "plot_fit", "plot_knn_vs_kernel", "plot_weights", "save_figure"]
 
@@ -39,22 +41,40 @@ def _one_feature(model: Any, what: str) -> None:
         )
 
 
-def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 120) -> Path:
-    """Write ``fig`` to ``path`` atomically (a temporary file in the same folder, renamed).
+def save_figure(fig: Any, path: str | Path | Output, *, dpi: int = 120,
+                fmt: str | None = None) -> Path:
+    """Write ``fig`` to a file, safely (see :mod:`nadaraya._files`).
 
-    The format follows the suffix (``.png``, ``.svg``, ``.pdf``); a reader never
-    sees a half-written file.
+    A regular file is written to a temporary file in the same folder and
+    renamed over ``path``: a reader never sees a half-written figure, and a
+    failed write leaves the old file as it was. ``-``, a FIFO or a character
+    device are streamed to.
+
+    Parameters
+    ----------
+    fig : matplotlib Figure
+    path : str, path-like or nadaraya._files.Output
+        Destination; ``"-"`` is standard output.
+    dpi : int, default 120
+    fmt : {"png", "svg", "pdf", ...}, optional
+        The format; default from the suffix of ``path`` (``png`` without one).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
     """
-    path = Path(path)
-    fmt = path.suffix.lstrip(".").lower() or "png"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fig.savefig(tmp, format=fmt, dpi=dpi)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    from .._files import output
+
+    target = output(path, option="path")
+    fmt = (fmt or target.suffix.lstrip(".") or "png").lower()
+    supported = fig.canvas.get_supported_filetypes()
+    if fmt not in supported:
+        raise NadarayaError(f"cannot write a figure as {fmt!r} ({target}); use one of "
+                            f"{', '.join(sorted(supported))}.")
+    with target.open("wb") as f:
+        fig.savefig(f, format=fmt, dpi=dpi)
+    return target.path
 
 
 def plot_knn_vs_kernel(ax: Any = None, *, n: int = 40, k: int = 10, bandwidth: float | None = None,
