@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+import nadaraya
 from nadaraya import NadarayaError
-from nadaraya.memory import SEPARATIONS, SIMILARITIES, AssociativeMemory
+from nadaraya.memory import SEPARATIONS, SIMILARITIES, AssociativeMemory, memory_kernel
 
 
 def _naive_similarity(name: str, q: np.ndarray, P: np.ndarray) -> np.ndarray:
@@ -91,6 +92,28 @@ def test_max_separation_averages_ties(rng):
     V = np.array([[1.0], [3.0], [10.0]])
     mem = AssociativeMemory(P, V, similarity="euclidean", separation="max")
     np.testing.assert_allclose(mem.retrieve(np.array([[0.1, 1.0]])), [[2.0]])
+
+
+@pytest.mark.parametrize("similarity", SIMILARITIES)
+def test_max_separation_gradients(rng, similarity):
+    """Arg-max weights are piecewise constant: zero gradient for the queries and patterns
+    (almost everywhere), the weights themselves for the values."""
+    P = torch.as_tensor(_patterns(rng, n=6, d=3)).requires_grad_()
+    V = torch.as_tensor(rng.normal(size=(6, 2))).requires_grad_()
+    q = torch.as_tensor(_patterns(rng, n=4, d=3)).requires_grad_()
+    kernel = memory_kernel(similarity, "max", 1.0)
+    out = nadaraya.smooth(q, P, V, kernel)
+    g = torch.as_tensor(rng.normal(size=(4, 2)))
+    dq, dP, dV = torch.autograd.grad(out, (q, P, V), g)
+    assert bool((dq == 0).all()) and bool((dP == 0).all())
+    w = torch.as_tensor(_naive_retrieve(similarity, "max", 1.0, q.detach().numpy(),
+                                        P.detach().numpy(), np.eye(6)))
+    torch.testing.assert_close(out.detach(), w @ V.detach(), rtol=0, atol=1e-15)
+    torch.testing.assert_close(dV, w.T @ g, rtol=0, atol=1e-15)
+    assert torch.autograd.gradcheck(lambda q, P, V: nadaraya.smooth(q, P, V, kernel),
+                                    (q, P, V))
+    recalled = AssociativeMemory(P, V, similarity=similarity, separation="max").retrieve(q)
+    torch.testing.assert_close(torch.autograd.grad(recalled, V, g)[0], dV)
 
 
 @pytest.mark.parametrize("similarity", ["dot", "cosine", "euclidean", "manhattan"])

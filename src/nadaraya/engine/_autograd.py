@@ -19,6 +19,16 @@ Inputs carry any number of leading (batch, head) dimensions: queries
 Kernels whose weights are not exponentials (polynomial, signed linear) run
 with ``log_domain=False``: the block gives the weights ``K`` themselves and
 the output is ``sum K v / sum K``.
+
+The values are summed as ``(v - c) / S``: centred on their midpoint and
+divided by a power of two per problem, so that values near the dtype's
+largest number give their representable mean instead of an overflowed sum,
+and the backward pass forms ``dS`` in the same frame (no product of a
+gradient and a huge value, no cancellation of a common offset), multiplying
+by ``S`` once. A block that does not depend on the points through autograd
+(the uniform kernel, an arg-max: weights that are piecewise constant) has a
+zero gradient with respect to queries and keys almost everywhere; the
+values' gradient is still the weights.
 """
 
 from __future__ import annotations
@@ -180,6 +190,39 @@ def _scores(spec: Any, qp: torch.Tensor, kp: torch.Tensor, bias: torch.Tensor | 
     return raw, extra
 
 
+def _value_frame(v: torch.Tensor, dropout_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Centre ``c`` ``(..., 1, p)`` and power of two ``S`` ``(..., 1, 1)`` of each problem's values.
+
+    The engine sums ``(v - c) / S``, of magnitude in ``[1, 2)``: the sums cannot
+    overflow for values near the dtype's largest number nor lose tiny values to
+    underflow, and the backward's ``v_j - out_i`` is formed without the
+    cancellation of a large common offset. ``c`` is the midpoint of a column
+    whose values share a sign (0 otherwise), rounded to a multiple of the
+    unit in the last place of its largest value, so that ``v - c`` is exact
+    for values of one magnitude and ``(v - c) + c`` gives ``v`` back. A
+    weighted mean moves with its values; dropout breaks that (the dropped
+    weights stay in the normaliser), so it keeps ``c = 0``.
+    """
+    lead = v.shape[:-2]
+    if v.numel() == 0:
+        return v.new_zeros((*lead, 1, v.shape[-1])), v.new_ones((*lead, 1, 1))
+    vd = v.detach()
+    low, high = vd.amin(-2, keepdim=True), vd.amax(-2, keepdim=True)
+    if dropout_p > 0:
+        centre = torch.zeros_like(low)
+    else:
+        mid = low / 2 + high / 2  # halved first: cannot overflow
+        _, exponent = torch.frexp(torch.maximum(low.abs(), high.abs()))
+        ulp = torch.ldexp(torch.full_like(mid, torch.finfo(v.dtype).eps), exponent - 1)
+        one_sign = (low > 0) | (high < 0)
+        centre = torch.where(one_sign & torch.isfinite(mid), torch.round(mid / ulp) * ulp,
+                             torch.zeros_like(mid))
+    top = (vd - centre).abs().amax(dim=(-2, -1), keepdim=True)
+    top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
+    _, exponent = torch.frexp(top)  # top = mantissa * 2**exponent, mantissa in [0.5, 1)
+    return centre, torch.ldexp(torch.ones_like(top), exponent - 1)
+
+
 def _combine(spec: BlockProblem, raw: torch.Tensor, extra: torch.Tensor | None) -> torch.Tensor:
     if extra is None:
         return raw
@@ -187,12 +230,16 @@ def _combine(spec: BlockProblem, raw: torch.Tensor, extra: torch.Tensor | None) 
 
 
 def _forward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor,
-             bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+             bias: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
     lead = qp.shape[:-2]
     m, n = qp.shape[-2], kp.shape[-2]
     mb, nb = spec.sizes
     floor = exp_floor(qp.dtype)
-    out = v.new_zeros(*lead, m, v.shape[-1])
+    # detached points take the kernels' fast block paths (no autograd graph here)
+    qp, kp = qp.detach(), kp.detach()
+    centre, scale = _value_frame(v, spec.dropout_p)
+    vs = (v.detach() - centre) / scale
+    frame = v.new_zeros(*lead, m, v.shape[-1])
     stat = v.new_zeros(*lead, m)
     tops = v.new_zeros(*lead, m)
     totals = v.new_zeros(*lead, m)
@@ -223,27 +270,36 @@ def _forward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.Te
                 total = total + w.sum(-1)
             if spec.dropout_p > 0:
                 w = w * _keep(spec, w.shape, ri, ci, w.dtype, w.device)
-            acc = acc + w @ v[..., cols, :]
+            acc = acc + w @ vs[..., cols, :]
         if spec.log_domain:
             empty = ~(total > 0)
             safe_total = torch.where(empty, torch.ones_like(total), total)
-            out[..., rows, :] = torch.where(empty[..., None], torch.zeros_like(acc),
-                                            acc / safe_total[..., None])
+            frame[..., rows, :] = torch.where(empty[..., None], torch.zeros_like(acc),
+                                              acc / safe_total[..., None])
             stat[..., rows] = torch.where(empty, torch.full_like(total, -math.inf),
                                           top + torch.log(safe_total))
             tops[..., rows] = top
         else:
             empty = total == 0
             safe_total = torch.where(empty, torch.ones_like(total), total)
-            out[..., rows, :] = torch.where(empty[..., None], torch.zeros_like(acc),
-                                            acc / safe_total[..., None])
+            frame[..., rows, :] = torch.where(empty[..., None], torch.zeros_like(acc),
+                                              acc / safe_total[..., None])
             stat[..., rows] = total
         totals[..., rows] = total
-    return out, stat, tops, totals
+    out = frame * scale + centre
+    if spec.log_domain and spec.dropout_p == 0 and n:
+        # a weighted mean lies within its values' range: keep the rounding of
+        # the centring from taking it out (the backward does not see this)
+        vd = v.detach()
+        out = torch.minimum(torch.maximum(out, vd.amin(-2, keepdim=True)),
+                            vd.amax(-2, keepdim=True))
+    empty = ~(totals > 0) if spec.log_domain else totals == 0
+    out = torch.where(empty[..., None], torch.zeros_like(out), out)
+    return out, frame, stat, tops, totals
 
 
 def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor,
-              bias: torch.Tensor | None, out: torch.Tensor, stat: torch.Tensor,
+              bias: torch.Tensor | None, frame: torch.Tensor, stat: torch.Tensor,
               top: torch.Tensor, total: torch.Tensor, g_out: torch.Tensor,
               g_stat: torch.Tensor | None,
               needs: tuple[bool, bool, bool, bool]) -> tuple[torch.Tensor | None, ...]:
@@ -254,14 +310,20 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
     dk = torch.zeros_like(kp) if need_k else None
     dv = torch.zeros_like(v) if need_v else None
     db = torch.zeros_like(bias) if need_b and bias is not None else None
-    delta = (g_out * out).sum(-1)
+    # Values and outputs in the forward's frame, (v - c) / S: the products of
+    # gradients and values (gv, delta) stay finite for values near the dtype's
+    # largest number, and gv - delta does not cancel a common offset of the
+    # values; each block's dS is multiplied by S once.
+    centre, scale = _value_frame(v, spec.dropout_p)
+    vs = (v.detach() - centre) / scale
+    delta = (g_out * frame).sum(-1)
     # P = exp(s - top) / total, not exp(s - lse): top + log(total) can round
     # away log(total) when the scores are huge (masks of finfo.min, say).
     empty = ~(total > 0) if spec.log_domain else total == 0
     inv = torch.where(empty, torch.zeros_like(total), 1.0 / torch.where(empty, 1.0, total))
     shift = torch.where(empty | torch.isinf(top), torch.full_like(top, math.inf), top)
     if spec.log_domain and g_stat is not None:
-        delta = delta - torch.where(empty, torch.zeros_like(g_stat), g_stat)
+        g_stat = torch.where(empty, torch.zeros_like(g_stat), g_stat)
     for ri, r0 in enumerate(range(0, m, mb)):
         rows = slice(r0, min(r0 + mb, m))
         g = g_out[..., rows, :]
@@ -280,8 +342,7 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
             with torch.set_grad_enabled(grad_qk):
                 raw = spec.block(qb, kb)
             _, extra = _scores(_NoBlock(spec, raw), qp, kp, bias, rows, cols, status)
-            vb = v[..., cols, :]
-            gv = g @ vb.transpose(-1, -2)
+            gv = g @ vs[..., cols, :].transpose(-1, -2)
             keep = (_keep(spec, gv.shape, ri, ci, gv.dtype, gv.device)
                     if spec.dropout_p > 0 else None)
             if keep is not None:
@@ -291,13 +352,15 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
                     s = _combine(spec, raw.detach(), extra)
                     p = torch.exp(s - shift[..., rows, None]) * inv[..., rows, None]
                     pk = p if keep is None else p * keep
-                    ds = p * (gv - d)
+                    ds = p * ((gv - d) * scale)
+                    if g_stat is not None:
+                        ds = ds + p * g_stat[..., rows, None]
                     ds_raw, ds_bias = ds, ds
                 else:
                     w = _combine(spec, raw.detach(), extra)
-                    scale = inv[..., rows, None]
-                    pk = (w if keep is None else w * keep) * scale
-                    dw = (gv - d) * scale
+                    norm = inv[..., rows, None]
+                    pk = (w if keep is None else w * keep) * norm
+                    dw = (gv - d) * (norm * scale)
                     if g_stat is not None:
                         dw = dw + g_stat[..., rows, None]
                     ds_raw = dw if extra is None else dw * extra
@@ -307,24 +370,27 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
                 if db is not None:
                     target = db[..., rows, cols]
                     target += ds_bias.sum_to_size(target.shape)
-            if need_q or need_k:
-                if spec.dot:
-                    if dq is not None:
-                        dq[..., rows, :] += ds_raw @ kb
-                    if dk is not None:
-                        dk[..., cols, :] += ds_raw.transpose(-1, -2) @ qb
-                else:
-                    wrt = [t for t, need in ((qb, need_q), (kb, need_k)) if need]
-                    grads = torch.autograd.grad(raw, wrt, ds_raw, allow_unused=True)
-                    it = iter(grads)
-                    if need_q:
-                        gq = next(it)
-                        if gq is not None:
-                            dq[..., rows, :] += gq
-                    if need_k:
-                        gk = next(it)
-                        if gk is not None:
-                            dk[..., cols, :] += gk
+            if not (need_q or need_k):
+                continue
+            if spec.dot:
+                if dq is not None:
+                    dq[..., rows, :] += ds_raw @ kb
+                if dk is not None:
+                    dk[..., cols, :] += ds_raw.transpose(-1, -2) @ qb
+            elif raw.requires_grad:
+                wrt = [t for t, need in ((qb, need_q), (kb, need_k)) if need]
+                grads = torch.autograd.grad(raw, wrt, ds_raw, allow_unused=True)
+                it = iter(grads)
+                if need_q:
+                    gq = next(it)
+                    if gq is not None:
+                        dq[..., rows, :] += gq
+                if need_k:
+                    gk = next(it)
+                    if gk is not None:
+                        dk[..., cols, :] += gk
+            # else: the block is constant in the points where it is differentiable
+            # (uniform kernel, arg-max): its gradient is zero almost everywhere.
     return dq, dk, dv, db
 
 
@@ -341,18 +407,18 @@ class _SmoothBlocks(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor,
                 bias: torch.Tensor | None, spec: BlockProblem) -> tuple[torch.Tensor, torch.Tensor]:
-        out, stat, top, total = _forward(spec, qp, kp, v, bias)
+        out, frame, stat, top, total = _forward(spec, qp, kp, v, bias)
         ctx.spec = spec
-        ctx.save_for_backward(qp, kp, v, bias, out, stat, top, total)
+        ctx.save_for_backward(qp, kp, v, bias, frame, stat, top, total)
         return out, stat
 
     @staticmethod
     def backward(ctx: Any, g_out: torch.Tensor, g_stat: torch.Tensor | None) -> tuple[Any, ...]:
-        qp, kp, v, bias, out, stat, top, total = ctx.saved_tensors
+        qp, kp, v, bias, frame, stat, top, total = ctx.saved_tensors
         needs = tuple(ctx.needs_input_grad[:4])
         if g_out is None:
-            g_out = torch.zeros_like(out)
-        dq, dk, dv, db = _backward(ctx.spec, qp, kp, v, bias, out, stat, top, total,
+            g_out = torch.zeros_like(frame)
+        dq, dk, dv, db = _backward(ctx.spec, qp, kp, v, bias, frame, stat, top, total,
                                    g_out.contiguous(),
                                    g_stat, needs)  # type: ignore[arg-type]
         return dq, dk, dv, db, None

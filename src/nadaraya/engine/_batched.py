@@ -9,12 +9,18 @@ mask. Three ways to compute it, chosen automatically and explained:
 * ``streamed``: the memory-bounded differentiable block pass
   (:func:`~nadaraya.engine._autograd.smooth_blocks`), for every kernel and mask.
 * ``dense``: the weights materialised, for callers who asked for them.
+
+Half precisions (float16, bfloat16) run through the fused kernel in their own
+dtype (it accumulates in float32 itself); the streamed and dense passes
+compute them in float32 (torch has no half ``cdist`` on the CPU, and a
+running sum of weights in float16 loses digits and overflows past 65504
+keys), and return the input dtype. Gradients flow back through the casts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -28,6 +34,7 @@ __all__ = ["BATCHED_ENGINES", "BatchedResult", "PreparedKernel", "smooth_batched
 
 BATCHED_ENGINES = ("fused", "streamed", "dense")
 EMPTY = ("zero", "nan", "raise")
+_HALF = (torch.float16, torch.bfloat16)
 
 
 @dataclass
@@ -87,6 +94,26 @@ def _dot_tolerance(kernel: PreparedKernel) -> float:
     return max(dot_form_tolerance(q.dtype), 8.0 * (q.shape[-1] + 2) * eps * qn * kn)
 
 
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the streamed and dense passes compute in: float32 for half precisions."""
+    return torch.float32 if dtype in _HALF else dtype
+
+
+def _too_large(values: torch.Tensor) -> float | None:
+    """The largest |value| if it is too large for the fused kernel, else None.
+
+    The fused kernel's backward forms products of gradients and values (and
+    its forward, on some devices, unnormalised sums of values); values up to
+    the square root of the largest number leave as much room again for the
+    gradients and the sums. The streamed pass rescales its values instead.
+    """
+    if values.numel() == 0:
+        return None
+    top = float(values.detach().abs().max())
+    limit = math.sqrt(torch.finfo(_accumulation_dtype(values.dtype)).max)
+    return top if top > limit else None
+
+
 def _materialise(mask: Mask | None, block_mask: BlockMask | None, bias: torch.Tensor | None,
                  m: int, n: int, dtype: torch.dtype) -> tuple[torch.Tensor | None, bool]:
     """SDPA's ``(attn_mask, is_causal)`` for a mask and a bias."""
@@ -101,8 +128,9 @@ def _materialise(mask: Mask | None, block_mask: BlockMask | None, bias: torch.Te
     return torch.where(visible, bias, hidden), False
 
 
-def _refusals(kernel: PreparedKernel, mask: Mask | None, block_mask: BlockMask | None,
-              need_weights: bool, m: int, n: int, lead: tuple[int, ...]) -> dict[str, str | None]:
+def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
+              block_mask: BlockMask | None, need_weights: bool, m: int, n: int,
+              lead: tuple[int, ...]) -> dict[str, str | None]:
     fused: str | None = None
     if need_weights:
         fused = "the weights were asked for, and the fused kernel does not return them"
@@ -118,6 +146,9 @@ def _refusals(kernel: PreparedKernel, mask: Mask | None, block_mask: BlockMask |
         size = m * n * (math.prod(lead) if per else 1) * 4
         if size > get_config().working_memory * 2**20:
             fused = "the mask would have to be materialised beyond the working-memory budget"
+    if fused is None and (top := _too_large(values)) is not None:
+        fused = (f"values as large as {top:.3g} could overflow the fused kernel's sums and "
+                 "gradients; the streamed pass rescales them")
     streamed = ("the weights were asked for; the streamed pass never materialises them"
                 if need_weights else None)
     return {"fused": fused, "streamed": streamed, "dense": None}
@@ -224,7 +255,7 @@ def smooth_batched(
     if mask is not None:
         pq, pk = points if points is not None else (q, k)
         block_mask = BlockMask(mask, lead, m, n, pq, pk, device=q.device)
-    refusals = _refusals(kernel, mask, block_mask, need_weights, m, n, lead)
+    refusals = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead)
     if engine == "auto":
         chosen = next(name for name in BATCHED_ENGINES if refusals[name] is None)
     elif engine in BATCHED_ENGINES:
@@ -240,6 +271,12 @@ def smooth_batched(
                       f"could run, but {chosen!r} is preferred")
                for name in BATCHED_ENGINES}
     weights = None
+    dtype = values.dtype
+    work = _accumulation_dtype(dtype)
+    if chosen != "fused" and work != dtype:
+        kernel = replace(kernel, queries=q.to(work), keys=k.to(work))
+        q, k, values = kernel.queries, kernel.keys, values.to(work)
+        bias = bias.to(work) if bias is not None else None
     if chosen == "fused":
         assert kernel.dot is not None
         qa, ka = kernel.dot
@@ -260,6 +297,7 @@ def smooth_batched(
         empties = torch.isinf(stat) if kernel.log_domain else stat == 0
     else:
         out, weights, empties = _dense(kernel, values, block_mask, bias, dropout_p)
-    out = _apply_empty(out, empties, empty)
+    out = _apply_empty(out, empties, empty).to(dtype)
+    weights = weights.to(dtype) if weights is not None else None
     return BatchedResult(out, weights, chosen, reasons)
 

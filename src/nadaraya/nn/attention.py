@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from .._errors import NadarayaError
 from ..masks import Causal, Mask, get_mask
-from .functional import kernel_attention
+from .functional import check_additive, check_overflow, kernel_attention
 from .kernels import AttentionKernel, get_attention_kernel
 
 __all__ = ["KernelAttention"]
@@ -66,7 +66,10 @@ class KernelAttention(nn.Module):
     positional_kernel : str, default "softmax"
         ``k_P`` of the product positional kernel.
     empty : {"zero", "nan", "raise"}, default "zero"
-        Output of a query that sees no key.
+        Output of a query that sees no key (every key hidden by the masks):
+        zero, as ``scaled_dot_product_attention`` returns, with zero
+        gradients through it; ``"nan"`` gives ``nn.MultiheadAttention``'s NaN
+        there; ``"raise"`` an error.
     engine : {"auto", "fused", "streamed", "dense"}, default "auto"
         How the smoothing is computed (see
         :func:`nadaraya.nn.functional.explain_attention`).
@@ -251,20 +254,24 @@ class KernelAttention(nn.Module):
                     f"key_padding_mask must have shape (batch, source length) = {(B, S)}; got "
                     f"{tuple(key_padding_mask.shape)}. True marks a padding key to ignore."
                 )
-            out = _additive(key_padding_mask, dtype)[:, None, None, :]
+            out = _additive(key_padding_mask, "key_padding_mask", dtype)[:, None, None, :]
         if attn_mask is not None:
             H = self.num_heads
             if attn_mask.dim() == 2 and tuple(attn_mask.shape) == (L, S):
-                m = _additive(attn_mask, dtype)
+                m = _additive(attn_mask, "attn_mask", dtype)
             elif attn_mask.dim() == 3 and tuple(attn_mask.shape) == (B * H, L, S):
-                m = _additive(attn_mask, dtype).reshape(B, H, L, S)
+                m = _additive(attn_mask, "attn_mask", dtype).reshape(B, H, L, S)
             else:
                 raise NadarayaError(
                     f"attn_mask must have shape (L, S) = {(L, S)} or (batch * num_heads, L, S) "
                     f"= {(B * H, L, S)}; got {tuple(attn_mask.shape)}. In this module (as in "
                     "nn.MultiheadAttention) a True entry hides a key."
                 )
-            out = m if out is None else out + m
+            if out is None:
+                out = m
+            else:
+                out = out + m
+                check_overflow(out, "the sum of key_padding_mask and attn_mask")
         return out
 
     # -- forward ------------------------------------------------------------------
@@ -290,7 +297,9 @@ class KernelAttention(nn.Module):
         key : torch.Tensor of shape (B, S, kdim), (S, B, kdim) or (S, kdim)
         value : torch.Tensor of shape (B, S, vdim), (S, B, vdim) or (S, vdim)
         key_padding_mask : torch.Tensor of shape (B, S), optional
-            True (or -inf) marks keys to ignore.
+            True (or -inf) marks keys to ignore. Floating masks (here and in
+            ``attn_mask``, ``attn_bias``) must hold no NaN or ``+inf``: an
+            error names the mask.
         need_weights : bool, default True
             Also return the attention weights (materialised).
         attn_mask : torch.Tensor of shape (L, S) or (B * num_heads, L, S), optional
@@ -353,7 +362,16 @@ class KernelAttention(nn.Module):
             k = torch.cat([k, tk.expand(B, -1, -1, -1)], -1)
         bias = self._bias(key_padding_mask, attn_mask, B, L, S, q.dtype)
         if attn_bias is not None:
-            bias = attn_bias.to(q.dtype) if bias is None else bias + attn_bias.to(q.dtype)
+            if not attn_bias.is_floating_point():
+                raise NadarayaError(f"attn_bias must be a floating tensor of additive "
+                                    f"log-weights; got dtype {attn_bias.dtype}. Pass boolean "
+                                    "masks as attn_mask (True hides).")
+            added = _additive(attn_bias, "attn_bias", q.dtype)
+            if bias is None:
+                bias = added
+            else:
+                bias = bias + added
+                check_overflow(bias, "the sum of attn_bias and the other masks")
         engine_mask = self.mask
         extra = get_mask(mask)
         if extra is not None:
@@ -386,12 +404,15 @@ class KernelAttention(nn.Module):
         return ", ".join(parts)
 
 
-def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def _additive(mask: torch.Tensor, name: str, dtype: torch.dtype) -> torch.Tensor:
     """MultiheadAttention's convention: bool True hides (-inf); floats are added."""
     if mask.dtype == torch.bool:
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
             mask, -math.inf)
     if not mask.is_floating_point():
-        raise NadarayaError(f"masks must be boolean (True hides) or floating (added); "
+        raise NadarayaError(f"{name} must be boolean (True hides) or floating (added); "
                             f"got dtype {mask.dtype}.")
-    return mask.to(dtype)
+    check_additive(mask, name, hide="True in a boolean mask")
+    bias = mask.to(dtype)
+    check_overflow(bias, name)
+    return bias

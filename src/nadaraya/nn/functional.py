@@ -68,6 +68,58 @@ def _check_inputs(query: Any, key: Any, value: Any) -> tuple[torch.Tensor, ...]:
     return q, k, v
 
 
+def check_additive(mask: torch.Tensor, name: str, *,
+                   hide: str = "False in a boolean mask") -> None:
+    """Refuse NaN and ``+inf`` in an additive (floating) mask, naming the parameter.
+
+    A floating mask is added to the log-weights: ``-inf`` hides a key and
+    finite values favour or disfavour it, but ``+inf`` would give a key an
+    infinite weight (NaN after the normalisation) and NaN means nothing.
+
+    Parameters
+    ----------
+    mask : torch.Tensor
+        The floating mask as the caller gave it (any shape).
+    name : str
+        The caller's name for it (``attn_mask``, ``key_padding_mask``...).
+    hide : str
+        How a boolean mask hides a key under the caller's convention.
+    """
+    nan = torch.isnan(mask)
+    bad = nan | torch.isposinf(mask)
+    if not bool(bad.any()):
+        return
+    count = int(bad.sum())
+    first = tuple(int(i) for i in torch.nonzero(bad)[0])
+    where = f"{count} entr{'y' if count == 1 else 'ies'}, the first at index {first}"
+    if bool(nan.any()):
+        raise NadarayaError(
+            f"{name} contains NaN ({where}); a NaN log-weight has no meaning and would make "
+            f"the output NaN. Use -inf (or {hide}) to hide a key; a NaN often comes from "
+            "inf - inf or 0 * inf where the mask was built."
+        )
+    raise NadarayaError(
+        f"{name} contains +inf ({where}); a floating mask is added to the log-weights, so "
+        "+inf would give a key infinite weight and the normalised weights NaN. Use -inf (or "
+        f"{hide}) to hide a key, and finite values to favour one."
+    )
+
+
+def check_overflow(bias: torch.Tensor, name: str) -> None:
+    """Refuse a mask whose finite values became ``+inf`` in the computation's dtype.
+
+    ``bias`` is the mask after a cast to the queries' dtype, or a sum of masks.
+    """
+    over = torch.isposinf(bias)
+    if bool(over.any()):
+        first = tuple(int(i) for i in torch.nonzero(over)[0])
+        raise NadarayaError(
+            f"{name} exceeds the largest {bias.dtype} number ({torch.finfo(bias.dtype).max:.3g},"
+            f" the queries' dtype) at index {first}, where it becomes +inf. Clip it to that "
+            "range, or use -inf to hide a key."
+        )
+
+
 def _as_bias(mask: torch.Tensor, name: str, shape: tuple[int, ...], dtype: torch.dtype,
              ) -> torch.Tensor:
     """SDPA's ``attn_mask`` (bool: True attends; float: added) as additive log-weights."""
@@ -86,9 +138,10 @@ def _as_bias(mask: torch.Tensor, name: str, shape: tuple[int, ...], dtype: torch
     if not mask.is_floating_point():
         raise NadarayaError(f"{name} must be boolean (True attends) or floating (added to the "
                             f"log-weights); got dtype {mask.dtype}.")
-    if torch.isnan(mask).any():
-        raise NadarayaError(f"{name} contains NaN; use -inf to hide a key.")
-    return mask.to(dtype)
+    check_additive(mask, name)
+    bias = mask.to(dtype)
+    check_overflow(bias, name)
+    return bias
 
 
 def _split_mask(mask: Any, attn_mask: Any, is_causal: bool, shape: tuple[int, ...],
@@ -101,7 +154,11 @@ def _split_mask(mask: Any, attn_mask: Any, is_causal: bool, shape: tuple[int, ..
             continue
         if isinstance(m, torch.Tensor):
             b = _as_bias(m, name, shape, dtype)
-            bias = b if bias is None else bias + b
+            if bias is None:
+                bias = b
+            else:
+                bias = bias + b
+                check_overflow(bias, "the sum of mask and attn_mask")
         elif name == "attn_mask":
             raise NadarayaError(
                 f"attn_mask must be a tensor (bool: True attends; float: added); got "
@@ -218,7 +275,9 @@ def kernel_attention(
         name (``"causal"``), a predicate ``fn(i, j)``, or a tensor with SDPA's
         meaning (bool: True attends; float: added to the log-weights).
     attn_mask : torch.Tensor, optional
-        SDPA's ``attn_mask``, broadcastable to ``(..., L, S)``.
+        SDPA's ``attn_mask``, broadcastable to ``(..., L, S)``. A floating
+        mask hides a key with ``-inf``; NaN, ``+inf``, and finite values
+        beyond the queries' dtype are errors (SDPA would return NaN).
     dropout_p : float, default 0.0
         Dropout on the attention weights (pass 0 at evaluation, as with SDPA).
     is_causal : bool, default False
@@ -231,8 +290,10 @@ def kernel_attention(
     engine : {"auto", "fused", "streamed", "dense"}
         Force a way of computing it; see :func:`explain_attention`.
     empty : {"zero", "nan", "raise"}, default "zero"
-        Output of a query that sees no key: zero (SDPA's convention), NaN,
-        or an error.
+        Output of a query whose every key is hidden (or carries zero
+        weight): zero, as ``scaled_dot_product_attention`` returns, with zero
+        gradients through that row; NaN (``nn.MultiheadAttention``'s output
+        there); or an error.
 
     Returns
     -------

@@ -21,6 +21,11 @@ A learnable scale is stored unconstrained, ``s = base * softplus(raw)`` with
 ``raw`` initialised so that ``s = base``. Products ``k_f * k_p`` of kernels on
 different feature columns (``.on(columns)``) give Tsai's positional product
 kernel ``k_F(f_q, f_k) k_P(t_q, t_k)``.
+
+Scores come in the inputs' dtype, float16 and bfloat16 included (distances
+are measured in float32 and rounded once: ``torch.cdist`` has no half
+kernel); :func:`~nadaraya.nn.functional.kernel_attention` sums them in
+float32 outside the fused kernel.
 """
 
 from __future__ import annotations
@@ -215,8 +220,19 @@ class _Radial(AttentionKernel):
         return -_distance2(q, k)
 
 
+def _distance(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``||q - k||`` of every pair, in the inputs' dtype.
+
+    ``torch.cdist`` has no float16 or bfloat16 kernel: half precisions are
+    measured in float32 and rounded once.
+    """
+    if q.dtype in (torch.float16, torch.bfloat16):
+        return _distance(q.float(), k.float()).to(q.dtype)
+    return torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")
+
+
 def _distance2(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist").square()
+    return _distance(q, k).square()
 
 
 def _rbf(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -224,7 +240,7 @@ def _rbf(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 
 def _laplacian(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return -torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")
+    return -_distance(q, k)
 
 
 class RBFKernel(_Radial):
