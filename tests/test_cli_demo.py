@@ -214,7 +214,6 @@ def test_rule_bandwidth_is_stated(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--kernel", "no-such-kernel"], "kernel"),
-    (["--bandwidth", "-1"], "bandwidth"),
     (["--kernel", "uniform", "--bandwidth", "0.01", "--grid", "500"], "empty"),
 ])
 def test_bad_input_fails_with_a_message(args: list[str], message: str,
@@ -224,7 +223,9 @@ def test_bad_input_fails_with_a_message(args: list[str], message: str,
     assert err.startswith("nadaraya demo: error:") and message in err
 
 
-@pytest.mark.parametrize("args", [["--bandwidth", "wide"], ["--repeat", "0"], ["--grid", "x"]])
+@pytest.mark.parametrize("args", [["--bandwidth", "wide"], ["--bandwidth", "-1"],
+                                  ["--bandwidth", "nan"], ["--bandwidth", "inf"],
+                                  ["--repeat", "0"], ["--grid", "x"]])
 def test_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["demo", *args])

@@ -175,6 +175,10 @@ class Output:
             st: os.stat_result | None = os.stat(self.path)
         except FileNotFoundError:
             st = None
+        except ValueError:  # a zero byte, or text no file name can hold
+            raise self._fail("is not a file name this system can use (it holds a zero byte or "
+                             "a character that cannot be encoded)", "give another "
+                             "path.") from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise self._fail("is a symbolic link loop (it never reaches a file)",
@@ -212,10 +216,16 @@ class Output:
 
     def _check_inputs(self, st: os.stat_result | None) -> None:
         for source in self.inputs:
-            if self.real is not None and Path(os.path.realpath(source)) == self.real:
+            try:
+                source_real = Path(os.path.realpath(source))
+                hard = st is not None and source.exists() and os.path.samefile(source,
+                                                                               self.path)
+            except (OSError, ValueError):  # a name no file has (too long, a zero byte)
+                continue
+            if self.real is not None and source_real == self.real:
                 same = ("the same file as" if Path(os.path.abspath(self.path))
                         == Path(os.path.abspath(source)) else "a symbolic link to")
-            elif st is not None and source.exists() and os.path.samefile(source, self.path):
+            elif hard:
                 same = "a hard link to" if self.kind == "file" else "the same file as"
             else:
                 continue
@@ -237,7 +247,7 @@ class Output:
         name = self.real.name if self.real is not None else "output"
         for _ in range(100):
             tmp = folder / f".{name}.{secrets.token_hex(4)}.tmp{suffix}"
-            if len(tmp.name.encode()) > 255:
+            if len(os.fsencode(tmp.name)) > 255:
                 tmp = folder / f".nadaraya.{secrets.token_hex(4)}.tmp{suffix}"
             try:
                 fd = os.open(tmp, _CREATE, 0o666)
@@ -289,7 +299,11 @@ class Output:
                 if self.kind == "stdout":
                     data = _claim_stdout()
                     data.flush()
-                    stream = data if text else getattr(data, "buffer", data)
+                    stream = data if text else getattr(data, "buffer", None)
+                    if stream is None:
+                        raise NadarayaError(f"{self.option} -: standard output here takes only "
+                                            "text, not the bytes of this file; give a file "
+                                            "name instead.")
                     yield stream
                     stream.flush()
                 else:
@@ -453,12 +467,21 @@ def check_folder(path: PathLike, *, option: str = "folder") -> Path:
         a folder this user can write to.
     """
     folder = Path(path)
-    probe = folder
-    while not probe.exists() and probe != probe.parent:
-        if probe.is_symlink():
-            raise NadarayaError(f"{option} {folder}: {probe} is a dangling symbolic link; "
-                                "remove it or give another folder.")
-        probe = probe.parent
+    try:
+        if b"\x00" in os.fsencode(folder):
+            raise ValueError("a zero byte")
+        probe = folder
+        while not probe.exists() and probe != probe.parent:
+            if probe.is_symlink():
+                raise NadarayaError(f"{option} {folder}: {probe} is a dangling symbolic link; "
+                                    "remove it or give another folder.")
+            probe = probe.parent
+    except NadarayaError:
+        raise
+    except (OSError, ValueError) as exc:  # a name too long, a zero byte, undecodable text
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise NadarayaError(f"{option} {folder} cannot be a folder name here ({reason}); give "
+                            "another folder.") from None
     if not probe.is_dir():
         raise NadarayaError(f"{option} {folder}: {probe} is a file, not a folder; give a "
                             "folder name.")

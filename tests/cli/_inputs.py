@@ -37,7 +37,7 @@ def input_files(args: Any, argv: Sequence[str]) -> list[Path]:
     outputs = {os.path.realpath(p) for p in targets.values() if p is not None and str(p) != "-"}
     found = [Path(p) for p in declared if p is not None and str(p) != "-"]
     found += [Path(a) for a in argv if os.path.isfile(a) and os.path.realpath(a) not in outputs]
-    unique = {os.path.realpath(p): p for p in found if p.is_file()}
+    unique = {os.path.realpath(p): p for p in found if os.path.isfile(p)}
     return list(unique.values())
 
 
@@ -64,7 +64,7 @@ def guard_inputs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[Path, st
                     return run(parsed)
                 finally:
                     changed = [str(p) for p, h in before.items()
-                               if not p.is_file() or digest(p) != h]
+                               if not os.path.isfile(p) or digest(p) != h]
                     if changed:
                         raise AssertionError(f"nadaraya {parsed.command} changed its input "
                                              f"file(s): {', '.join(changed)}")

@@ -13,7 +13,12 @@ Before a command runs, every output it names is checked (see
 and can be written. The checked targets reach ``run`` as ``args.outputs``,
 so a long job never starts when its result could not be saved. Errors are
 one line on standard error (exit status 1; 2 for usage errors), never a
-traceback.
+traceback; running out of memory is such an error, and a command's
+``MEMORY_HINT`` says which options to make smaller. Warnings raised while a
+command runs are shown as one line each after it succeeds (and left out when
+it fails: the error says what went wrong). Text that standard output cannot
+encode (a file name with undecodable bytes) is written with backslash
+escapes instead of failing.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -61,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         )
         module.add_arguments(command)
         command.set_defaults(run=module.run, files=getattr(module, "files", None),
-                             makes_folders=getattr(module, "MAKES_FOLDERS", ()))
+                             makes_folders=getattr(module, "MAKES_FOLDERS", ()),
+                             memory_hint=getattr(module, "MEMORY_HINT", None))
     return parser
 
 
@@ -96,8 +104,67 @@ def _stoppable() -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | Warning | str) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def _collected_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """Warnings raised inside, kept to be shown as one line each (main thread only).
+
+    :func:`warnings.catch_warnings` changes process-wide state, so a command
+    run from another thread leaves warnings to Python's usual display.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        yield caught
+
+
+def _show_warnings(name: str, caught: list[warnings.WarningMessage]) -> None:
+    for text in dict.fromkeys(_one_line(w.message) for w in caught):
+        print(f"{name}: warning: {text}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _escaped_output() -> Iterator[None]:
+    """Standard output writes what it cannot encode with backslash escapes, as stderr does."""
+    stream = sys.stdout
+    reconfigure = getattr(stream, "reconfigure", None)
+    errors = getattr(stream, "errors", None)
+    if reconfigure is None or errors != "strict":
+        yield
+        return
+    reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, OSError):  # closed meanwhile
+            reconfigure(errors=errors)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says an allocation failed (numpy's MemoryError, torch's allocators)."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text
+                                              or "out of memory" in text.lower())
+
+
+def _memory_message(exc: BaseException, hint: str | None) -> str:
+    text = _one_line(exc)
+    size = re.search(r"allocate ([\d.]+ [KMGTPE]?i?B)\b", text)  # numpy
+    count = re.search(r"allocate (\d+) bytes", text)  # torch
+    if size is not None:
+        asked = f": it asked for {size.group(1)}"
+    elif count is not None:
+        asked = f": it asked for {int(count.group(1)) / 2**30:.3g} GiB"
+    else:
+        asked = ""
+    fix = hint or "give smaller inputs or options"
+    return f"not enough memory for this job{asked}; {fix}."
 
 
 def _check_files(args: argparse.Namespace) -> None:
@@ -131,9 +198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     name = f"nadaraya {args.command}"
     try:
-        with _stoppable(), reserve_stdout():
-            _check_files(args)
-            return int(args.run(args) or 0)
+        with _stoppable(), _escaped_output(), reserve_stdout():
+            with _collected_warnings() as caught:
+                _check_files(args)
+                status = int(args.run(args) or 0)
+            if status == 0:
+                _show_warnings(name, caught)
+            return status
     except BrokenPipeError:
         # The reader of our output went away (``nadaraya demo | head``): stop quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -141,6 +212,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (NadarayaError, OSError) as exc:
         print(f"{name}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except (MemoryError, RuntimeError) as exc:
+        if not _out_of_memory(exc):
+            raise
+        print(f"{name}: error: {_memory_message(exc, args.memory_hint)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{name}: interrupted; no partial output was left behind.", file=sys.stderr)

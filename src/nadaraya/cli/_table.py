@@ -1,10 +1,16 @@
 """Reading numeric columns of a CSV file in whatever encoding it was saved in.
 
 The encoding is the one given (``--encoding``), else found from the bytes:
-a byte-order mark (UTF-8, UTF-16, UTF-32), else UTF-8 when the file decodes
-as UTF-8, else UTF-16 without a mark when every other byte is zero, else
+a byte-order mark (UTF-8, UTF-16, UTF-32), else UTF-16 without a mark when
+every other byte is zero, else UTF-8 when the file decodes as UTF-8, else
 Windows-1252 (cp1252, the usual "ANSI" of spreadsheets), else Latin-1 (which
-reads any byte). The reader reports which one it used.
+reads any byte). Text never holds zero bytes, so a file with zero bytes that
+is not UTF-16 is refused as binary. The reader reports which one it used.
+
+The cells are separated by commas, or by tabs or semicolons when the header
+line has no comma but one of those (TSV files, spreadsheets saved with a
+decimal comma). The file may be a FIFO (``<(command)`` in a shell) or a
+character device; it is read once, whole.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import codecs
 import csv
 import io
 import math
+import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +30,11 @@ from .._errors import NadarayaError
 __all__ = ["Table", "decode", "read_columns"]
 
 _MISSING = {"", "na", "nan", "n/a", "null", "none", "."}
+#: Longest text of a cell or column name quoted in a message.
+_SHOWN = 40
+_DELIMITERS = (",", "\t", ";")
+#: Bytes read at a time.
+_BLOCK = 1 << 20
 _BOMS = (  # UTF-32 first: its little-endian mark starts with UTF-16's
     (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
     (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
@@ -73,44 +86,64 @@ def decode(data: bytes, encoding: str | None = None, *, what: str = "the file") 
         file (zero bytes that are not UTF-16).
     """
     if encoding is not None:
-        try:
-            name = codecs.lookup(encoding).name
-        except LookupError:
-            raise NadarayaError(f"--encoding {encoding!r} is not an encoding Python knows; "
-                                "use e.g. utf-8, cp1252, latin-1 or utf-16.") from None
-        if name == "utf-8" and data.startswith(codecs.BOM_UTF8):
-            name = "utf-8-sig"
-        try:
-            return data.decode(name), encoding
-        except UnicodeDecodeError as exc:
-            raise NadarayaError(
-                f"{what} is not valid {encoding}: byte 0x{data[exc.start]:02x} at offset "
-                f"{exc.start} cannot be decoded. Leave out --encoding to detect it, or give "
-                "the encoding the file was saved in."
-            ) from None
+        return _decode_as(data, encoding, what), encoding
     for mark, name in _BOMS:
         if data.startswith(mark):
             try:
                 return data.decode(name), name.removesuffix("-sig")
             except UnicodeDecodeError:
                 break
+    if b"\x00" in data:
+        name = _utf16_without_mark(data)
+        if name is not None:
+            try:
+                return data.decode(name), name
+            except UnicodeDecodeError:
+                pass
+        raise NadarayaError(f"{what} is a binary file, not text (it holds zero bytes); give a "
+                            "CSV file, or its encoding with --encoding.")
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
-    name = _utf16_without_mark(data)
-    if name is not None:
-        try:
-            return data.decode(name), name
-        except UnicodeDecodeError:
-            pass
-    if b"\x00" in data:
-        raise NadarayaError(f"{what} is a binary file, not text (it holds zero bytes); give a "
-                            "CSV file, or its encoding with --encoding.")
     try:
         return data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
         return data.decode("latin-1"), "latin-1"
+
+
+def _decode_as(data: bytes, encoding: str, what: str) -> str:
+    """``data`` decoded with the text encoding the user named."""
+    fix = "use e.g. utf-8, cp1252, latin-1 or utf-16."
+    try:
+        info = codecs.lookup(encoding)
+    except (LookupError, ValueError):  # ValueError: a zero byte in the name
+        raise NadarayaError(f"--encoding {_shown(encoding)} is not an encoding Python knows; "
+                            f"{fix}") from None
+    if not getattr(info, "_is_text_encoding", True):  # base64, zlib, rot13: bytes to bytes
+        raise NadarayaError(f"--encoding {_shown(encoding)} is not a text encoding; {fix}")
+    name = info.name
+    if name == "utf-8" and data.startswith(codecs.BOM_UTF8):
+        name = "utf-8-sig"
+    try:
+        return data.decode(name)
+    except UnicodeDecodeError as exc:
+        raise NadarayaError(
+            f"{what} is not valid {encoding}: byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start} cannot be decoded. Leave out --encoding to detect it, or give "
+            "the encoding the file was saved in."
+        ) from None
+    except UnicodeError as exc:  # codecs such as punycode raise their own errors
+        raise NadarayaError(f"{what} cannot be read as {encoding} ({exc}). Leave out "
+                            "--encoding to detect it, or give the encoding the file was saved "
+                            "in.") from None
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, cut to a few dozen characters."""
+    if len(text) <= _SHOWN:
+        return repr(text)
+    return f"{text[:_SHOWN]!r}... ({len(text)} characters)"
 
 
 def _describe(lines: list[int], samples: list[str] | None = None) -> str:
@@ -118,10 +151,78 @@ def _describe(lines: list[int], samples: list[str] | None = None) -> str:
     if samples is None:
         text = ", ".join(map(str, shown))
     else:
-        text = ", ".join(f"{line} ({value!r})" for line, value in zip(shown, samples,
-                                                                       strict=False))
+        text = ", ".join(f"{line} ({_shown(value)})" for line, value in zip(shown, samples,
+                                                                              strict=False))
     more = f" and {len(lines) - len(shown)} more" if len(lines) > len(shown) else ""
     return f"line{'s' if len(lines) > 1 else ''} {text}{more}"
+
+
+def _read_bytes(path: Path, role: str, encoding: str | None) -> bytes:
+    """The whole content of ``path``: a regular file, a FIFO or a character device.
+
+    Reading stops at the first block when that block is binary (zero bytes,
+    not UTF-16 or UTF-32) and no encoding was given, so that an endless device
+    such as ``/dev/zero`` or a large binary file is refused at once.
+    """
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise NadarayaError(f"{role} {path} is a folder; give the path of a CSV file in it.")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)
+                or stat.S_ISCHR(st.st_mode)):
+            raise NadarayaError(f"{role} {path} is neither a file, a FIFO nor a character "
+                                "device; give the path of a CSV file.")
+        blocks = []
+        with open(path, "rb") as f:
+            while block := f.read(_BLOCK):
+                if not blocks and encoding is None and _binary(block):
+                    raise NadarayaError(f"{role} {path} is a binary file, not text (it holds "
+                                        "zero bytes); give a CSV file, or its encoding with "
+                                        "--encoding.")
+                blocks.append(block)
+    except NadarayaError:
+        raise
+    except FileNotFoundError:
+        raise NadarayaError(f"{role} {path} does not exist; give the path of a CSV "
+                            "file.") from None
+    except (OSError, ValueError) as exc:  # ValueError: a zero byte in the name
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise NadarayaError(f"{role} {path} cannot be read ({reason}); give a CSV file this "
+                            "user can read.") from None
+    return b"".join(blocks)
+
+
+def _binary(block: bytes) -> bool:
+    """Whether the first block of a file shows binary data rather than text."""
+    if b"\x00" not in block or any(block.startswith(mark) for mark, _ in _BOMS):
+        return False
+    return _utf16_without_mark(block[: len(block) - len(block) % 2]) is None
+
+
+def _delimiter(text: str) -> str:
+    """Comma; or tab or semicolon when the header line has no comma but one of those."""
+    for line in io.StringIO(text, newline=""):
+        if line.strip() and not line.lstrip().startswith("#"):
+            return next((d for d in _DELIMITERS if d in line), ",")
+    return ","
+
+
+def _rows(text: str, role: str, path: Path) -> list[tuple[int, list[str]]]:
+    """The non-empty, non-comment rows of ``text`` with their line numbers."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(text))
+    rows = []
+    while True:
+        line = reader.line_num + 1  # where the next row starts
+        try:
+            row = next(reader)
+        except StopIteration:
+            return rows
+        except csv.Error as exc:
+            raise NadarayaError(f"{role} {path} is not a CSV file of numbers: the row at line "
+                                f"{line} cannot be read ({exc}). Give a file of comma-separated "
+                                "numbers under a header line.") from None
+        if row and not row[0].lstrip().startswith("#") and any(c.strip() for c in row):
+            rows.append((line, row))
 
 
 def read_columns(path: Path, columns: Sequence[str], *, drop_missing: bool = False,
@@ -150,11 +251,8 @@ def read_columns(path: Path, columns: Sequence[str], *, drop_missing: bool = Fal
         For a missing file or column, an empty or binary file, non-numeric
         values, or missing values (unless ``drop_missing``), naming the rows.
     """
-    if not path.is_file():
-        raise NadarayaError(f"{role} {path} does not exist or is not a file.")
-    text, used = decode(path.read_bytes(), encoding, what=f"{role} {path}")
-    rows = [(i, row) for i, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1)
-            if row and not row[0].lstrip().startswith("#") and any(cell.strip() for cell in row)]
+    text, used = decode(_read_bytes(path, role, encoding), encoding, what=f"{role} {path}")
+    rows = _rows(text, role, path)
     if not rows:
         raise NadarayaError(f"{role} {path} is empty: it needs a header line of column names "
                             "and rows of numbers.")
@@ -165,9 +263,16 @@ def read_columns(path: Path, columns: Sequence[str], *, drop_missing: bool = Fal
     index = {}
     for name in columns:
         if name not in header:
+            names = ", ".join(h if len(h) <= _SHOWN else f"{h[:_SHOWN]}..." for h in header[:20])
+            more = f" and {len(header) - 20} more" if len(header) > 20 else ""
             raise NadarayaError(
-                f"column {name!r} is not in {role} {path} (read as {used}); its columns are: "
-                f"{', '.join(header)}."
+                f"column {_shown(name)} is not in {role} {path} (read as {used}); its columns "
+                f"are: {names}{more}."
+            )
+        if header.count(name) > 1:
+            raise NadarayaError(
+                f"column {_shown(name)} appears {header.count(name)} times in the header of "
+                f"{role} {path}; rename the copies so that each column has its own name."
             )
         index[name] = header.index(name)
     table: dict[str, list[float]] = {name: [] for name in columns}

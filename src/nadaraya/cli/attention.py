@@ -82,12 +82,25 @@ def _check_length(tokenizer: Any, model: Any, text: str) -> None:
         )
 
 
+def _check_text(text: str) -> None:
+    """Refuse a TEXT that is not text: bytes of another encoding reach argv as surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NadarayaError(
+            f"TEXT is not valid text: position {exc.start} holds {exc.object[exc.start]!r}, "
+            "which is a byte that is not UTF-8 (or half of a surrogate pair); give the "
+            "sentence as UTF-8 text."
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
     import nadaraya
     from nadaraya.nn import minilm
 
+    _check_text(args.text)
     model, tokenizer = minilm.load()
     _check_length(tokenizer, model, args.text)
     kernelized = minilm.kernelize(model, args.kernel)

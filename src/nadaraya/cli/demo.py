@@ -11,6 +11,7 @@ smoothed values of the automatic choice are written to a CSV file.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,24 +22,30 @@ from .._errors import NadarayaError
 if TYPE_CHECKING:
     from .._files import Output
 
-__all__ = ["MAKES_FOLDERS", "add_arguments", "files", "run", "write_csv"]
+__all__ = ["MAKES_FOLDERS", "MEMORY_HINT", "add_arguments", "files", "run", "write_csv"]
 
 #: Outputs whose missing folders are made (``--out nadaraya-demo/fit.csv`` on a fresh checkout).
 MAKES_FOLDERS = ("--out",)
+#: What to change when the job does not fit in memory.
+MEMORY_HINT = "give a smaller --grid"
 
 
 _RULES = ("loo", "silverman", "scott")
 
 
 def _bandwidth(text: str) -> float | str:
-    try:
-        return float(text)
-    except ValueError:
-        if text.lower() not in _RULES:
-            raise argparse.ArgumentTypeError(
-                f"expected a number of ms or one of {', '.join(_RULES)}; got {text!r}"
-            ) from None
+    if text.lower() in _RULES:
         return text.lower()
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of ms or one of {', '.join(_RULES)}; got {text!r}"
+        ) from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of ms > 0 or one of "
+                                         f"{', '.join(_RULES)}; got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -166,8 +173,13 @@ def run(args: argparse.Namespace) -> int:
     from nadaraya.datasets import load_mcycle
     from nadaraya.engine import ENGINES
 
+    from ._memory import check_memory
+
     if not args.no_figures:
         check_folder(args.figures, option="--figures")
+    if args.grid:
+        # the queries, their float32 copy, the reference and one fit per engine: float64 each
+        check_memory(8 * args.grid * (3 + len(ENGINES)), f"--grid {args.grid}")
     X, y = load_mcycle(return_X_y=True)
     times = X[:, 0]
     if args.grid:

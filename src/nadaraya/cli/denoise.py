@@ -20,13 +20,19 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .._errors import NadarayaError
 
-__all__ = ["add_arguments", "files", "run"]
+__all__ = ["MEMORY_HINT", "add_arguments", "files", "run"]
+
+#: What to change when the job does not fit in memory.
+MEMORY_HINT = "give a smaller image (crop or split IN)"
 
 _METHODS = ("nlm", "bilateral", "skr", "kr")
 _NAMES = {"nlm": "non-local means", "bilateral": "bilateral filter",
@@ -38,8 +44,8 @@ def _positive(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0; got {text}")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
     return value
 
 
@@ -85,21 +91,32 @@ def _join_alpha(colour: Any, alpha: Any, np: Any) -> Any:
     return np.concatenate([colour, alpha[:, :, None].astype(colour.dtype)], axis=2)
 
 
+@contextlib.contextmanager
+def _about(what: str) -> Iterator[None]:
+    """Errors raised inside name ``what`` (the option whose file or image is at fault)."""
+    try:
+        yield
+    except NadarayaError as exc:
+        raise NadarayaError(f"{what}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``nadaraya denoise``; returns the exit status."""
     import numpy as np
 
     from ..image import estimate_noise, psnr
     from ..image._io import as_image, data_range_of, image_writer, read_image, write_image
-    from ..image.denoise import denoise
+    from ..image.denoise import check_sigma, denoise
 
     target = args.outputs["OUT"]
-    noisy = read_image(args.input)
+    with _about("IN"):
+        noisy = read_image(args.input)
     suffix = target.suffix or Path(args.input).suffix.lower()
     image_writer(suffix, noisy.dtype, 1 if noisy.ndim == 2 else noisy.shape[2], f"OUT {target}")
     reference = None
     if args.reference:
-        reference = read_image(args.reference)
+        with _about("--reference"):
+            reference = read_image(args.reference)
         if reference.shape != noisy.shape:
             raise NadarayaError(
                 f"--reference has shape {reference.shape} but IN has {noisy.shape}; they must "
@@ -109,16 +126,27 @@ def run(args: argparse.Namespace) -> int:
     if args.data_range is not None:
         data_range, scale = args.data_range, "given"
     else:
-        data_range = data_range_of(as_image(colour))
+        with _about(f"IN {args.input}"):
+            data_range = data_range_of(as_image(colour))
         scale = ("the dtype's maximum" if noisy.dtype.kind in "ui" else
                  "the span of the data; --data-range sets it")
     sigma = args.sigma
     how = "given"
     if sigma is None:
-        sigma = estimate_noise(colour)
+        with _about(f"IN {args.input}"):
+            sigma = estimate_noise(colour)
         how = "estimated"
+        if sigma == 0:
+            write_image(target, noisy, suffix=suffix)
+            print(f"no noise found in {args.input} (estimated sigma 0): wrote it unchanged to "
+                  f"{target}; give --sigma to filter it anyway")
+            return 0
+    check_sigma(sigma, data_range, range_name="--data-range",
+                name="--sigma" if how == "given" else f"the noise level estimated from IN "
+                                                      f"{args.input} (--sigma sets it)")
     start = time.perf_counter()
-    out = _join_alpha(denoise(colour, args.method, sigma, data_range=data_range), alpha, np)
+    with _about(f"IN {args.input}"):
+        out = _join_alpha(denoise(colour, args.method, sigma, data_range=data_range), alpha, np)
     elapsed = time.perf_counter() - start
     write_image(target, out, suffix=suffix)
     kept = " (alpha kept)" if alpha is not None else ""

@@ -76,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the predictions, standard errors and band to this CSV file "
                              "('-': standard output)")
     parser.add_argument("--plot", type=Path, metavar="FILE",
-                        help="draw the fit with its band over the data (.png, .svg or .pdf)")
+                        help="draw the fit with its band over the data (.png, .svg or .pdf; "
+                             "'-': PNG on standard output)")
     parser.add_argument("--level", type=_level, default=0.95,
                         help="level of the pointwise band (default 0.95)")
     parser.add_argument("--encoding", metavar="NAME",
@@ -149,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         if len(x_cols) != 1:
             raise NadarayaError("--plot draws the fit against one feature; give one --x column.")
-        if args.plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+        plot = args.outputs["--plot"]
+        # a stream ('-', a FIFO, /dev/null) without a suffix gets PNG
+        if (plot.suffix or plot.kind == "file") and plot.suffix not in (".png", ".svg", ".pdf"):
             raise NadarayaError(f"--plot {args.plot}: use a .png, .svg or .pdf file name.")
     bandwidth = args.bandwidth
     if isinstance(bandwidth, list):

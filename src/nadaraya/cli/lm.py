@@ -17,14 +17,23 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 from .._errors import NadarayaError
 
-__all__ = ["add_arguments", "files", "run"]
+__all__ = ["MEMORY_HINT", "add_arguments", "files", "run"]
 
 KERNELS = ("softmax", "rbf", "laplacian", "polynomial", "linear", "cosine")
+#: What to change when the job does not fit in memory.
+MEMORY_HINT = ("give a smaller --batch, --context, --d-model or --layers (lm train), or a "
+               "smaller model (lm sample)")
+#: Seeds numpy and torch both take.
+_SEEDS = 2**63
+#: The largest --lr: AdamW's first step is lr / (1 - beta1) = 10 lr, which must stay a
+#: float32 (at most 3.4e38) for torch to apply it.
+_LR_MAX = 1e37
 
 
 def _count(low: int) -> Any:
@@ -46,6 +55,33 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
+    return value
+
+
+def _learning_rate(text: str) -> float:
+    value = _positive_float(text)
+    if value > _LR_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {_LR_MAX:g} (AdamW's steps, up to "
+                                         f"10 times the rate, are float32); got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+    if not 0 <= value < _SEEDS:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**63 - 1; got {text}")
+    return value
+
+
+def _threads(text: str) -> int:
+    value = _count(1)(text)
+    cpus = os.cpu_count() or 1
+    if value > cpus:
+        raise argparse.ArgumentTypeError(f"this machine has {cpus} CPU(s); give 1 to {cpus}, "
+                                         f"not {text}")
     return value
 
 
@@ -75,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="optimisation steps (default 1000)")
     t.add_argument("--batch", type=_count(1), default=32, metavar="B",
                    help="windows per step (default 32)")
-    t.add_argument("--lr", type=_positive_float, default=3e-3,
+    t.add_argument("--lr", type=_learning_rate, default=3e-3,
                    help="peak learning rate of the one-cycle schedule (default 0.003)")
     t.add_argument("--d-model", type=_count(1), default=128, metavar="D",
                    help="width of the model (default 128; a multiple of --heads)")
@@ -87,11 +123,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="characters the model reads at once (default 128)")
     t.add_argument("--dropout", type=_dropout, default=0.0,
                    help="dropout rate in [0, 1) (default 0)")
-    t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    t.add_argument("--seed", type=_seed, default=0, help="random seed, 0 to 2**63 - 1 "
+                   "(default 0)")
     t.add_argument("--device", default="cpu",
                    help="torch device to train on: cpu (default), cuda, cuda:1, mps")
-    t.add_argument("--threads", type=_count(1), metavar="N",
-                   help="CPU threads for torch (default: torch's)")
+    t.add_argument("--threads", type=_threads, metavar="N",
+                   help="CPU threads for torch, at most the number of CPUs (default: torch's)")
     t.add_argument("--eval-chars", type=_count(2), default=200_000, metavar="N",
                    help="validation characters to score (default 200000)")
     t.add_argument("--out", default="lm.safetensors", metavar="FILE",
@@ -107,7 +144,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--temperature", type=_positive_float, default=0.8, metavar="T",
                    help="sampling temperature, finite and > 0 (default 0.8; lower: more "
                         "predictable)")
-    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.add_argument("--seed", type=_seed, default=0, help="random seed, 0 to 2**63 - 1 "
+                   "(default 0)")
     g = sub.add_parser("ngram", help="validation bits per character of the n-gram baseline",
                        description="Score the Witten-Bell n-gram baseline on the validation "
                                    "plays.")
@@ -181,9 +219,10 @@ def _train(args: argparse.Namespace) -> int:
     if args.eval_chars <= args.context + 1:
         raise NadarayaError(f"--eval-chars {args.eval_chars} leaves no window of --context "
                             f"{args.context} to score; give more than {args.context + 1}.")
+    corpus = load_corpus()
+    _check_memory(args, corpus.vocab.size)
     if args.threads:
         torch.set_num_threads(args.threads)
-    corpus = load_corpus()
     config = LMConfig(vocab_size=corpus.vocab.size, kernel=args.kernel,
                       positional=args.positional, d_model=args.d_model, n_layers=args.layers,
                       n_heads=args.heads, context=args.context, dropout=args.dropout,
@@ -196,14 +235,32 @@ def _train(args: argparse.Namespace) -> int:
     history = train(model, corpus.train, corpus.valid, steps=args.steps, batch=args.batch,
                     lr=args.lr, seed=args.seed, eval_chars=args.eval_chars)
     if history["diverged"]:
-        print(f"training diverged at step {len(history['losses']) + 1} (non-finite loss): the "
-              f"{args.kernel} kernel's normaliser is not kept positive")
-        return 1
+        raise NadarayaError(f"training diverged at step {len(history['losses']) + 1} (the loss "
+                            f"became infinite or NaN; no checkpoint was written): lower --lr "
+                            f"{args.lr:g}, or choose another --kernel than {args.kernel}.")
     step, bits = history["valid"][-1]
     print(f"validation: {bits:.3f} bits/char after {step} steps ({history['seconds']:.0f} s)")
     saved = write_or_rescue(args.outputs["--out"], lambda out: save_checkpoint(model, out))
     print(f"saved {saved}")
     return 0
+
+
+def _check_memory(args: argparse.Namespace, vocab: int) -> None:
+    """Refuse sizes whose training could not fit in this machine's memory.
+
+    The bound counts the weights of the attention and feed-forward blocks
+    (12 d^2 per layer), the embeddings and the head, each held four times
+    in float32 (weights, gradients and Adam's two moments), plus one float32
+    activation of each layer per batch window: a lower bound of what
+    training needs.
+    """
+    from ._memory import check_memory
+
+    d, layers = args.d_model, args.layers
+    weights = layers * 12 * d * d + 2 * vocab * d + args.context * d
+    check_memory(16 * weights + 4 * args.batch * args.context * d * layers,
+                 f"--d-model {d}, --layers {layers}, --context {args.context} and --batch "
+                 f"{args.batch}")
 
 
 def _prompt_ids(prompt: str, alphabet: str) -> Any:

@@ -9,7 +9,10 @@ written in their own dtype and channels (:func:`read_image`, :func:`write_image`
 
 from __future__ import annotations
 
+import io
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -228,7 +231,8 @@ def _read_tiff(path: Any) -> np.ndarray:
     with tifffile.TiffFile(path) as tif:
         page = tif.pages[0]
         if page.photometric in (tifffile.PHOTOMETRIC.SEPARATED, tifffile.PHOTOMETRIC.PALETTE):
-            raise NadarayaError(f"image file {str(path)!r} is a {page.photometric.name} TIFF; "
+            name = "from a stream" if isinstance(path, io.BytesIO) else str(path)
+            raise NadarayaError(f"image file {name!r} is a {page.photometric.name} TIFF; "
                                 "convert it to gray or RGB first.")
         arr = tif.series[0].asarray()
         if page.planarconfig == tifffile.PLANARCONFIG.SEPARATE and arr.ndim == 3:
@@ -242,16 +246,21 @@ def _is_16bit_colour_png(head: bytes) -> bool:
         2, 4, 6)
 
 
-def _read_opencv(path: Any) -> np.ndarray:
+def _read_opencv(source: Any) -> np.ndarray:
+    """A 16-bit colour PNG from a path or from a file object holding its bytes."""
+    name = str(source) if not isinstance(source, io.BytesIO) else "from a stream"
     try:
         import cv2
     except ImportError:
-        raise NadarayaError(f"image file {str(path)!r} is a 16-bit colour PNG, which Pillow "
+        raise NadarayaError(f"image file {name!r} is a 16-bit colour PNG, which Pillow "
                             "reads as 8 bits; install opencv-python-headless to read it "
                             "(pip install 'nadaraya[image]').") from None
-    arr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    data = np.frombuffer(source.getvalue() if isinstance(source, io.BytesIO)
+                         else Path(source).read_bytes(), np.uint8)
+    arr = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     if arr is None:
-        raise NadarayaError(f"cannot read image file {str(path)!r} with OpenCV.")
+        raise NadarayaError(f"cannot read image file {name!r} with OpenCV; give a PNG "
+                            "that is complete.")
     if arr.ndim == 3:
         arr = cv2.cvtColor(arr, cv2.COLOR_BGRA2RGBA if arr.shape[2] == 4 else cv2.COLOR_BGR2RGB)
     return arr
@@ -275,6 +284,27 @@ def _read_pillow(path: Any) -> np.ndarray:
     return arr
 
 
+def _read_stream(file: Path) -> io.BytesIO:
+    """The bytes of a FIFO or device, refused after the first block unless it opens an image.
+
+    An endless device (``/dev/zero``, ``/dev/urandom``) is thus refused at
+    once instead of being read into memory.
+    """
+    from PIL import Image as PILImage
+
+    with file.open("rb") as f:
+        first = f.read(1 << 20)
+        head = first[:32]
+        if head[:4] not in _TIFF_MAGIC and not head.startswith(_PNG_MAGIC):
+            try:
+                PILImage.open(io.BytesIO(first)).close()  # reads the header only
+            except Exception:  # any reader error: not an image
+                raise NadarayaError(f"image file {str(file)!r} does not start like an image "
+                                    "Pillow or tifffile can read; give a PNG, JPEG or TIFF "
+                                    "file.") from None
+        return io.BytesIO(first + f.read())
+
+
 def read_image(path: Any) -> np.ndarray:
     """Read an image file as it is stored: its dtype, range and channels.
 
@@ -294,23 +324,35 @@ def read_image(path: Any) -> np.ndarray:
         colour spaces RGB, bilevel images uint8 0 and 255.
     """
     file = Path(path)
-    if not file.exists():
-        raise NadarayaError(f"image file {str(path)!r} does not exist.")
-    if file.is_dir():
+    try:
+        st = os.stat(file)
+    except FileNotFoundError:
+        raise NadarayaError(f"image file {str(path)!r} does not exist.") from None
+    except (OSError, ValueError) as exc:  # ValueError: a zero byte in the name
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise NadarayaError(f"image file {str(path)!r} cannot be read ({reason}); give an "
+                            "image file this user can read.") from None
+    if stat.S_ISDIR(st.st_mode):
         raise NadarayaError(f"image file {str(path)!r} is a folder; give an image file.")
     try:
-        with file.open("rb") as f:
-            head = f.read(32)
+        if stat.S_ISREG(st.st_mode):
+            source: Any = file
+            with file.open("rb") as f:
+                head = f.read(32)
+        else:  # a FIFO or a device: read it once, whole, and decode from memory
+            source = _read_stream(file)
+            head = source.getvalue()[:32]
         if head[:4] in _TIFF_MAGIC:
-            arr = _read_tiff(file)
+            arr = _read_tiff(source)
         elif _is_16bit_colour_png(head):
-            arr = _read_opencv(file)
+            arr = _read_opencv(source)
         else:
-            arr = _read_pillow(file)
+            arr = _read_pillow(source)
     except NadarayaError:
         raise
     except Exception as exc:  # every reader has its own errors for a damaged file
-        raise NadarayaError(f"cannot read image file {str(path)!r}: {exc}") from None
+        raise NadarayaError(f"cannot read image file {str(path)!r}: {exc}. Give a PNG, JPEG, "
+                            "TIFF or other image file that is complete.") from None
     arr = np.asarray(arr)
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
@@ -321,8 +363,6 @@ def read_image(path: Any) -> np.ndarray:
 
 
 def _encode(arr: np.ndarray, writer: str, suffix: str) -> bytes:
-    import io
-
     channels = _channels(arr)
     if writer == "tifffile":
         try:

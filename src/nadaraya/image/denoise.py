@@ -7,9 +7,51 @@ from typing import Any
 from .._errors import NadarayaError
 from ._io import as_image, check_positive, data_range_of
 
-__all__ = ["METHODS", "denoise", "recipe"]
+__all__ = ["METHODS", "check_sigma", "denoise", "recipe"]
 
 METHODS = ("nlm", "bilateral", "skr", "kr")
+
+#: The filters square the noise level (and divide by the square): it must stay
+#: well inside float64's normal range.
+_SMALLEST, _LARGEST = 1e-150, 1e150
+
+
+def check_sigma(sigma: float, data_range: float, *, name: str = "sigma",
+                range_name: str = "data_range") -> float:
+    """A noise level the filters can use for an image of full scale ``data_range``.
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation, in the image's units.
+    data_range : float
+        The image's full scale.
+    name, range_name : str
+        How messages name the two numbers (``"--sigma"`` on the command line).
+
+    Returns
+    -------
+    float
+        ``sigma``.
+
+    Raises
+    ------
+    NadarayaError
+        ``sigma`` is not a finite number > 0, exceeds ``data_range`` (noise
+        cannot be larger than the image's full scale), or is so small or so
+        large that its square leaves float64's normal range.
+    """
+    sigma = check_positive(sigma, name, "Pass the noise standard deviation.")
+    full = check_positive(data_range, range_name, "Pass e.g. 255 or 1.0.")
+    if sigma > full:
+        raise NadarayaError(f"{name} {sigma:.4g} is larger than {range_name} {full:.4g}: noise "
+                            f"cannot exceed the image's full scale. Check {name} and "
+                            f"{range_name}.")
+    if not _SMALLEST <= sigma <= _LARGEST:
+        raise NadarayaError(f"{name} {sigma:.4g} is outside {_SMALLEST:g} to {_LARGEST:g}, the "
+                            "noise levels whose square the filters can compute with; rescale "
+                            "the image (to 0-1 or 0-255, say).")
+    return sigma
 
 
 def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, Any]:
@@ -31,9 +73,14 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
     -------
     dict
         Keyword arguments of the method's function.
+
+    Raises
+    ------
+    NadarayaError
+        An unknown ``method``, or a ``sigma`` that :func:`check_sigma` refuses.
     """
-    sigma = check_positive(sigma, "sigma", "Pass the noise standard deviation.")
-    s255 = sigma * 255.0 / check_positive(data_range, "data_range")
+    sigma = check_sigma(sigma, data_range)
+    s255 = sigma * 255.0 / float(data_range)
     if method == "nlm":
         return {"h": 0.75 * sigma, "sigma": 1.15 * sigma, "patch_size": 7, "search_radius": 7}
     if method == "bilateral":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -156,8 +157,11 @@ class TransformerLM(nn.Module):
                                 "as a newline.")
         out = ids.clone()
         for _ in range(length):
-            logits = self(out[-self.config.context:][None])[0, -1] / temperature
-            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+            logits = self(out[-self.config.context:][None])[0, -1].double()
+            # shifted by the largest logit first: a tiny temperature then gives weight 1 to the
+            # most likely character instead of inf / inf
+            scaled = (logits - logits.max()) / float(temperature)
+            nxt = torch.multinomial(torch.softmax(scaled, -1), 1, generator=generator)
             out = torch.cat([out, nxt])
         return out
 
@@ -335,25 +339,32 @@ def load_checkpoint(path: str | Path, *, device: str | torch.device = "cpu") -> 
     except ImportError:
         raise NadarayaError("checkpoints need safetensors: pip install 'nadaraya[lm]'.") from None
     file = Path(path)
-    if not file.exists():
+    try:
+        st = file.stat()
+    except FileNotFoundError:
         raise NadarayaError(f"checkpoint {str(path)!r} does not exist; train one with "
-                            "nadaraya lm train --out FILE.")
-    if not file.is_file():
-        raise _not_a_checkpoint(path, "it is a folder" if file.is_dir() else "not a file")
-    if file.stat().st_size == 0:
+                            "nadaraya lm train --out FILE.") from None
+    except (OSError, ValueError) as exc:  # ValueError: a zero byte in the name
+        raise _not_a_checkpoint(path, f"it cannot be read: "
+                                      f"{getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_a_checkpoint(path, "it is a folder" if stat.S_ISDIR(st.st_mode)
+                                else "not a regular file")
+    if st.st_size == 0:
         raise _not_a_checkpoint(path, "it is empty")
     try:
         with safe_open(str(file), framework="pt", device=str(device)) as f:
             meta = f.metadata() or {}
             if "config" not in meta:
                 raise _not_a_checkpoint(path, "a safetensors file without a nadaraya config")
-            try:
-                config = LMConfig(**json.loads(meta["config"]))
-            except (TypeError, ValueError) as exc:
-                raise _not_a_checkpoint(path, f"its config does not read: {exc}") from None
+            config = _config(path, meta["config"])
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+            _check_shapes(path, config, shapes)
             state = {k: f.get_tensor(k) for k in f.keys()}
     except SafetensorError as exc:
         raise _not_a_checkpoint(path, f"not a safetensors file: {exc}") from None
+    except OSError as exc:
+        raise _not_a_checkpoint(path, f"it cannot be read: {exc.strerror or exc}") from None
     model = TransformerLM(config).to(device)
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
@@ -365,3 +376,51 @@ def load_checkpoint(path: str | Path, *, device: str | torch.device = "cpu") -> 
         raise NadarayaError(f"checkpoint {path} does not match its config: missing "
                             f"{sorted(set(missing) - tied)}, unexpected {sorted(unexpected)}.")
     return model.eval()
+
+
+def _config(path: Any, text: str) -> LMConfig:
+    """The checkpoint's config, its fields checked so that building the model is safe."""
+    try:
+        fields = json.loads(text)
+        config = LMConfig(**fields)
+    except (TypeError, ValueError) as exc:
+        raise _not_a_checkpoint(path, f"its config does not read: {exc}") from None
+    sizes = ("vocab_size", "d_model", "n_layers", "n_heads", "context")
+    wrong = [name for name in sizes if isinstance(getattr(config, name), bool)
+             or not isinstance(getattr(config, name), int) or getattr(config, name) < 1]
+    if wrong:
+        raise _not_a_checkpoint(path, f"its config has no positive integer "
+                                      f"{', '.join(wrong)}")
+    if not isinstance(config.alphabet, str) or len(config.alphabet) not in (0,
+                                                                             config.vocab_size):
+        raise _not_a_checkpoint(path, f"its alphabet does not have vocab_size = "
+                                      f"{config.vocab_size} characters")
+    return config
+
+
+def _check_shapes(path: Any, config: LMConfig, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Compare the file's tensor shapes with those its config builds, before building it.
+
+    The number of layers is read from the tensor names first, and the model is
+    then built on the ``meta`` device (no memory), so that a config naming a
+    huge model is refused without allocating it.
+    """
+    layers = {k.split(".")[1] for k in shapes if k.startswith("blocks.")}
+    if len(layers) != config.n_layers:
+        raise _not_a_checkpoint(path, f"its config has n_layers = {config.n_layers} but its "
+                                      f"tensors hold {len(layers)} layer(s)")
+    for name, shape in (("embed.weight", (config.vocab_size, config.d_model)),
+                        ("pos", (config.context, config.d_model))):
+        if (name != "pos" or config.positional == "absolute") and shapes.get(name) != shape:
+            raise _not_a_checkpoint(path, f"its tensor {name} has shape {shapes.get(name)}, "
+                                          f"its config says {shape}")
+    try:
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in TransformerLM(config).state_dict().items()}
+    except (NadarayaError, TypeError, ValueError, RuntimeError, OverflowError) as exc:
+        raise _not_a_checkpoint(path, f"its config does not build a model: "
+                                      f"{' '.join(str(exc).split())}") from None
+    for name, shape in expected.items():
+        if name in shapes and shapes[name] != shape:
+            raise _not_a_checkpoint(path, f"its tensor {name} has shape {shapes[name]}, its "
+                                          f"config needs {shape}")
