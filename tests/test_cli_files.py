@@ -186,3 +186,22 @@ def test_fit_writes_to_dev_stdout(tmp_path: Path, capfd: pytest.CaptureFixture[s
     assert "bandwidth (given)" in captured.err
     assert Path("/dev/stdout").exists() and sorted(p.name for p in tmp_path.iterdir()) == [
         "d.csv"]
+
+
+@pytest.mark.parametrize("command, option", [("denoise", "--compare"), ("fit", "--plot")])
+def test_a_figure_format_matplotlib_cannot_write_is_refused_before_the_work(
+        command: str, option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ran = []
+    module = __import__(f"nadaraya.cli.{command}", fromlist=["run"])
+    monkeypatch.setattr(module, "run", lambda args: ran.append(args) or 0)
+    source = tmp_path / ("in.png" if command == "denoise" else "d.csv")
+    source.write_bytes(b"input")
+    args = ([str(source), str(tmp_path / "out.png")] if command == "denoise"
+            else [str(source), "--x", "x", "--y", "y"])
+    assert main([command, *args, option, str(tmp_path / "figure.xyz")]) == 1
+    err = capsys.readouterr().err
+    assert option in err and "'xyz'" in err and ".png" in err
+    assert ran == []
+    assert main([command, *args, option, str(tmp_path / "figure.svg")]) == 0
+    assert len(ran) == 1

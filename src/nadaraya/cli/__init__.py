@@ -4,9 +4,10 @@ Each command is a module of this package with a docstring (its help text),
 ``add_arguments(parser)``, ``run(args) -> int`` and, when it reads or writes
 files, ``files(args) -> (inputs, outputs)``: the input paths, and the output
 paths by option name (``MAKES_FOLDERS`` lists the outputs whose missing
-folders are made rather than refused). Registering a command is one entry
-in :data:`COMMANDS`; its module is imported only to build the parser, and
-heavy imports happen inside ``run``.
+folders are made rather than refused, ``FIGURES`` the outputs that are
+figures, whose format is checked from the suffix before the work starts).
+Registering a command is one entry in :data:`COMMANDS`; its module is
+imported only to build the parser, and heavy imports happen inside ``run``.
 
 Before a command runs, every output it names is checked (see
 :mod:`nadaraya._files`): not a folder, not an input, in a folder that exists
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(command)
         command.set_defaults(run=module.run, files=getattr(module, "files", None),
                              makes_folders=getattr(module, "MAKES_FOLDERS", ()),
+                             figure_outputs=getattr(module, "FIGURES", ()),
                              memory_hint=getattr(module, "MEMORY_HINT", None))
     return parser
 
@@ -175,6 +177,13 @@ def _check_files(args: argparse.Namespace) -> None:
         return
     inputs, targets = args.files(args)
     args.outputs = _files.outputs(targets, inputs, parents=args.makes_folders)
+    figures = [args.outputs.get(option) for option in args.figure_outputs]
+    if any(figures):
+        from ..plot import figure_format
+
+        for target in figures:
+            if target is not None:
+                figure_format(target)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,10 @@ from typing import Any
 
 from .._errors import NadarayaError
 
-__all__ = ["add_arguments", "files", "run"]
+__all__ = ["FIGURES", "add_arguments", "files", "run"]
+
+#: Outputs that are figures (their format is checked before the work starts).
+FIGURES = ("--out",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -29,7 +29,10 @@ from typing import Any
 
 from .._errors import NadarayaError
 
-__all__ = ["MEMORY_HINT", "add_arguments", "files", "run"]
+__all__ = ["FIGURES", "MEMORY_HINT", "add_arguments", "files", "run"]
+
+#: Outputs that are figures (their format is checked before the work starts).
+FIGURES = ("--compare",)
 
 #: What to change when the job does not fit in memory.
 MEMORY_HINT = "give a smaller image (crop or split IN)"

@@ -28,7 +28,10 @@ from ._table import read_columns
 if TYPE_CHECKING:
     from .._files import Output
 
-__all__ = ["add_arguments", "files", "read_columns", "run"]
+__all__ = ["FIGURES", "add_arguments", "files", "read_columns", "run"]
+
+#: Outputs that are figures (their format is checked before the work starts).
+FIGURES = ("--plot",)
 
 _CRITERIA = ("cv", "gcv", "aicc", "scott", "silverman")
 

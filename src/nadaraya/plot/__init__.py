@@ -16,10 +16,18 @@ returns the axes.
 from __future__ import annotations
 
 from ._demo import DemoReport, smoothing_demo
-from ._figures import plot_cv_curve, plot_fit, plot_knn_vs_kernel, plot_weights, save_figure
+from ._figures import (
+    figure_format,
+    plot_cv_curve,
+    plot_fit,
+    plot_knn_vs_kernel,
+    plot_weights,
+    save_figure,
+)
 
 __all__ = [
     "DemoReport",
+    "figure_format",
     "plot_cv_curve",
     "plot_fit",
     "plot_knn_vs_kernel",

@@ -12,7 +12,8 @@ from .._errors import NadarayaError
 if TYPE_CHECKING:
     from .._files import Output
 
-__all__ = ["plot_cv_curve", "plot_fit", "plot_knn_vs_kernel", "plot_weights", "save_figure"]
+__all__ = ["figure_format", "plot_cv_curve", "plot_fit", "plot_knn_vs_kernel", "plot_weights",
+           "save_figure"]
 
 DATA_COLOR = "dimgrey"
 COLORS = ("teal", "darkorange", "purple", "crimson")
@@ -41,6 +42,43 @@ def _one_feature(model: Any, what: str) -> None:
         )
 
 
+def figure_format(path: str | Path | Output, fmt: str | None = None) -> str:
+    """The format a figure is written in to ``path``, checked before any drawing.
+
+    Parameters
+    ----------
+    path : str, path-like or nadaraya._files.Output
+        The destination; an :class:`~nadaraya._files.Output` is named in
+        messages by its option (``--plot``).
+    fmt : str, optional
+        The format; default from the suffix of ``path`` (``png`` without one).
+
+    Returns
+    -------
+    str
+        The format, lower case (``"png"``, ``"svg"``, ``"pdf"``, ...).
+
+    Raises
+    ------
+    NadarayaError
+        Matplotlib cannot write that format.
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from .._files import Output
+
+    if isinstance(path, Output):
+        suffix, where = path.suffix, f"{path.option} {path}"
+    else:
+        suffix, where = Path(path).suffix.lower(), str(path)
+    fmt = (fmt or suffix.lstrip(".") or "png").lower()
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in supported:
+        raise NadarayaError(f"cannot write a figure as {fmt!r} ({where}); give a file name "
+                            f"ending in one of {', '.join('.' + s for s in sorted(supported))}.")
+    return fmt
+
+
 def save_figure(fig: Any, path: str | Path | Output, *, dpi: int = 120,
                 fmt: str | None = None) -> Path:
     """Write ``fig`` to a file, safely (see :mod:`nadaraya._files`).
@@ -67,11 +105,7 @@ def save_figure(fig: Any, path: str | Path | Output, *, dpi: int = 120,
     from .._files import output
 
     target = output(path, option="path")
-    fmt = (fmt or target.suffix.lstrip(".") or "png").lower()
-    supported = fig.canvas.get_supported_filetypes()
-    if fmt not in supported:
-        raise NadarayaError(f"cannot write a figure as {fmt!r} ({target}); use one of "
-                            f"{', '.join(sorted(supported))}.")
+    fmt = figure_format(target, fmt)
     with target.open("wb") as f:
         fig.savefig(f, format=fmt, dpi=dpi)
     return target.path
