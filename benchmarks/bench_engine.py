@@ -18,7 +18,9 @@ Tasks (the engine issue):
   give the time per query, and the full time is that times 1e6).
 
 Every measurement runs in a fresh subprocess (peak memory is that process's
-peak resident set, shown beside the resident set after imports and data),
+peak resident set, shown beside the resident set after imports and data;
+the CPU seconds of all its threads are shown beside the wall clock, steadier
+on a shared machine),
 after a small warm-up call (KeOps compiles on its first call). A peer whose
 time projected from the previous size (O(n m)) exceeds ``--cap`` seconds is
 skipped and says so. Agreement is the largest difference to nadaraya's
@@ -28,6 +30,10 @@ Run ``python benchmarks/bench_engine.py --help`` for the options; the closing
 note of the engine issue used::
 
     python benchmarks/bench_engine.py --tasks 1d,d16,d64,knn,big
+
+``--engine`` makes nadaraya run one engine (the float32 time of each, with no
+peers: ``--tasks 1d --sizes 1e5 --peers none --engine streamed``);
+``benchmarks/bench_accuracy.py`` gives every engine's float32 error.
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ def make_data(task: str, n: int, dtype: str) -> tuple[np.ndarray, np.ndarray, fl
 
 # -- methods (run inside the worker) ----------------------------------------------
 def ours(x: np.ndarray, y: np.ndarray, h: float, kind: str,
-         queries: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+         queries: np.ndarray | None = None, engine: str = "auto") -> tuple[np.ndarray, str]:
     import nadaraya
     from nadaraya.masks import KNearest
 
@@ -84,8 +90,9 @@ def ours(x: np.ndarray, y: np.ndarray, h: float, kind: str,
         args, kw = ("epanechnikov",), {"bandwidth": h}
     else:
         args, kw = ("gaussian",), {"bandwidth": h}
-    engine = nadaraya.explain(q, x, y, *args, **kw).engine
-    return nadaraya.smooth(q, x, y, *args, **kw, empty="nearest"), engine
+    kw["engine"] = engine
+    used = nadaraya.explain(q, x, y, *args, **kw).engine
+    return nadaraya.smooth(q, x, y, *args, **kw, empty="nearest"), used
 
 
 def statsmodels_kernelreg(x: np.ndarray, y: np.ndarray, h: float) -> np.ndarray:
@@ -145,43 +152,45 @@ PEERS = {
 
 
 def worker(method: str, task: str, n: int, dtype: str, out_path: str,
-           n_queries: int | None = None) -> None:
+           n_queries: int | None = None, engine: str = "auto") -> None:
     """Run one measurement and print a JSON line."""
     import torch  # noqa: F401  (import cost outside the timing)
 
     x, y, h = make_data(task, n, dtype)
     if n_queries is not None and task == "big":
         big_queries = x[:n_queries]
-        result, engine = ours(x[:64], y[:64], h, "gaussian")  # warm-up
+        result, used = ours(x[:64], y[:64], h, "gaussian", engine=engine)  # warm-up
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        t0 = time.perf_counter()
-        result, engine = ours(x, y, h, "gaussian", queries=big_queries)
-        elapsed = time.perf_counter() - t0
+        t0, c0 = time.perf_counter(), time.process_time()
+        result, used = ours(x, y, h, "gaussian", queries=big_queries, engine=engine)
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         np.save(out_path, np.asarray(result, dtype=np.float64))
-        print(json.dumps({"time": elapsed, "peak_mb": peak, "base_mb": base,
-                          "engine": f"{engine}, {n_queries} queries"}))
+        print(json.dumps({"time": elapsed, "cpu": cpu, "peak_mb": peak, "base_mb": base,
+                          "engine": f"{used}, {n_queries} queries"}))
         return
     xs, ys, _ = make_data(task, 64, dtype)
     kind = {"knn": "knn", "compact": "compact"}.get(method.split(":")[-1], "gaussian")
-    run = (lambda a, b: ours(a, b, h if a is x else max(h, 0.3), kind)) if method.startswith(
+    run = (lambda a, b: ours(a, b, h if a is x else max(h, 0.3), kind,
+                             engine=engine)) if method.startswith(
         "nadaraya") else (lambda a, b: (PEERS[method](a, b, h if a is x else max(h, 0.3)), ""))
     run(xs, ys)  # warm-up: compilation, thread pools, first-call costs
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    t0 = time.perf_counter()
-    result, engine = run(x, y)
-    elapsed = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.process_time()
+    result, used = run(x, y)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     np.save(out_path, np.asarray(result, dtype=np.float64))
-    print(json.dumps({"time": elapsed, "peak_mb": peak, "base_mb": base, "engine": engine}))
+    print(json.dumps({"time": elapsed, "cpu": cpu, "peak_mb": peak, "base_mb": base,
+                      "engine": used}))
 
 
 # -- driver -------------------------------------------------------------------
 def measure(method: str, task: str, n: int, dtype: str, timeout: float,
-            tmp: Path, n_queries: int | None = None) -> dict[str, Any]:
+            tmp: Path, n_queries: int | None = None, engine: str = "auto") -> dict[str, Any]:
     out = tmp / f"{method.replace(':', '_')}_{task}_{n}_{dtype}.npy"
     cmd = [sys.executable, __file__, "--worker", method, task, str(n), dtype, str(out),
-           str(n_queries or 0)]
+           str(n_queries or 0), engine]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -197,7 +206,8 @@ def measure(method: str, task: str, n: int, dtype: str, timeout: float,
 
 
 def run_task(task: str, sizes: list[int], peers: list[str], cap: float,
-             tmp: Path, big_queries: int | None = None) -> list[dict[str, Any]]:
+             tmp: Path, big_queries: int | None = None,
+             engine: str = "auto") -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if task == "big":
         plan = [("nadaraya", "float32"), ("nadaraya", "float64")]
@@ -227,7 +237,8 @@ def run_task(task: str, sizes: list[int], peers: list[str], cap: float,
                     continue
             timeout = max(cap * 1.5, 60) if task != "big" else 3600
             rec = measure(method, task, n, dtype, timeout, tmp,
-                          big_queries if task == "big" else None)
+                          big_queries if task == "big" else None,
+                          engine if method.startswith("nadaraya") else "auto")
             rec.update(task=task, n=n, method=method, dtype=dtype)
             if "result" in rec:
                 last[key] = (n, rec["time"])
@@ -258,7 +269,8 @@ def format_row(r: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     ratio = f"{r['time'] / ours_t:7.2f}x" if ours_t else "      - "
     agree = f"{r['agree']:.1e}" if "agree" in r else "   -   "
     eng = r.get("engine") or ""
-    return (f"{head} {r['time']:9.3f} s  {ratio}  peak {r['peak_mb']:7.0f} MB "
+    cpu = f"(cpu {r['cpu']:8.2f} s)" if "cpu" in r else ""
+    return (f"{head} {r['time']:9.3f} s {cpu} {ratio}  peak {r['peak_mb']:7.0f} MB "
             f"(after data {r['base_mb']:5.0f})  agree {agree}  {eng}")
 
 
@@ -274,15 +286,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="skip a peer whose projected time exceeds this (s)")
     parser.add_argument("--big-queries", type=float, default=None,
                         help="queries for the big task (default: all 1e6)")
-    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="auto",
+                        help="engine nadaraya runs (default auto; see nadaraya.engine.ENGINES)")
+    parser.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        method, task, n, dtype, out, nq = args.worker
-        worker(method, task, int(float(n)), dtype, out, int(nq) or None)
+        method, task, n, dtype, out, nq, engine = args.worker
+        worker(method, task, int(float(n)), dtype, out, int(nq) or None, engine)
         return
     peers = args.peers.split(",")
-    print("task  n        method            dtype         time     ratio  memory"
-          "                          agreement  engine")
+    print("task  n        method            dtype         time (cpu time)            ratio  "
+          "memory                          agreement  engine")
     print("(ratio = time / nadaraya's time at the same size and dtype; >1 means slower "
           "than nadaraya)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -291,7 +305,8 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit(f"unknown task {task!r}; choose from {TASKS}")
             sizes = args.sizes if task in ("1d", "narrow") else args.dim_sizes
             run_task(task, [int(float(s)) for s in sizes.split(",")], peers, args.cap,
-                     Path(tmp), int(args.big_queries) if args.big_queries else None)
+                     Path(tmp), int(args.big_queries) if args.big_queries else None,
+                     args.engine)
 
 
 if __name__ == "__main__":

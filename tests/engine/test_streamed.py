@@ -157,6 +157,8 @@ def test_small_working_memory_gives_small_partial_blocks(monkeypatch: pytest.Mon
         return shapes[-1]
 
     monkeypatch.setattr(_streamed.StreamedEngine, "_blocks", spy)
+    # one thread: each thread holds a block, so the budget is shared by the threads
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     rng = np.random.default_rng(3)
     q, k, v = rng.random((23, 2)), rng.random((31, 2)), rng.random((31, 3))
     with nadaraya.config_context(**SMALL_BLOCKS):

@@ -118,8 +118,9 @@ def test_pairs_match_the_predicate(name: str) -> None:
     np.testing.assert_array_equal(bound.pairs(rows, full).numpy(), expect[rows.numpy()])
 
 
-_SPARSE = ("radius", "knearest", "knearest-all", "sparse", "sparse-coo-int", "knearest&loo",
-           "loo&radius", "knearest|radius")
+# KNearest(k >= n_keys) hides nothing: a dense mask, with no lists.
+_SPARSE = ("radius", "knearest", "sparse", "sparse-coo-int", "knearest&loo", "loo&radius",
+           "knearest|radius")
 
 
 @pytest.mark.parametrize("name", list(MASKS))
@@ -130,20 +131,41 @@ def test_candidates_are_the_visible_keys(name: str) -> None:
         assert cand is None
         return
     assert cand is not None
-    assert cand.index.dtype == torch.int64 and cand.valid.dtype == torch.bool
-    assert cand.index.shape == cand.valid.shape and cand.index.shape[0] == m
+    index, valid = cand.table()
+    assert index.dtype == torch.int64 and valid.dtype == torch.bool
+    assert index.shape == valid.shape == (m, cand.width)
+    assert cand.count >= int(expect.sum())
     for i in range(m):
-        keys = cand.index[i][cand.valid[i]].tolist()
+        keys = index[i][valid[i]].tolist()
         assert len(keys) == len(set(keys)), "a key listed twice"
         assert sorted(keys) == np.flatnonzero(expect[i]).tolist()
+    # any block of queries, in any order, gives the same lists
+    rows = torch.tensor([5, 0, 12, 5])
+    part, seen = cand.rows(rows)
+    for r, i in enumerate(rows.tolist()):
+        assert sorted(part[r][seen[r]].tolist()) == np.flatnonzero(expect[i]).tolist()
 
 
 def test_knearest_agrees_with_scikit_learn() -> None:
     from sklearn.neighbors import NearestNeighbors
 
     idx = NearestNeighbors(n_neighbors=5).fit(KEYS.numpy()).kneighbors(QUERIES.numpy())[1]
-    cand = _bind(M.KNearest(5)).candidates()
-    np.testing.assert_array_equal(np.sort(cand.index.numpy(), 1), np.sort(idx, 1))
+    index, _ = _bind(M.KNearest(5)).candidates().table()
+    np.testing.assert_array_equal(np.sort(index.numpy(), 1), np.sort(idx, 1))
+
+
+def test_candidates_from_whole_tables() -> None:
+    index = torch.tensor([[3, 1, 0], [2, 2, 4]])
+    valid = torch.tensor([[True, True, False], [True, False, True]])
+    cand = M.Candidates.from_table(index, valid)
+    assert (cand.n_rows, cand.width, cand.count, cand.all_valid) == (2, 3, 4, False)
+    got_index, got_valid = cand.rows(torch.tensor([1, 0, 1]))
+    assert got_index.tolist() == [[2, 2, 4], [3, 1, 0], [2, 2, 4]]
+    assert got_valid.tolist() == [[True, False, True], [True, True, False], [True, False, True]]
+    empty = M.MatrixMask(sp.csr_matrix((3, 3), dtype=bool)).bind(
+        Problem(3, 3, QUERIES[:3], KEYS[:3])).candidates()
+    index, valid = empty.table()
+    assert index.shape == (3, empty.width) and not bool(valid.any()) and empty.count == 0
 
 
 def test_get_mask_accepts_every_form() -> None:
@@ -171,7 +193,7 @@ def test_sparse_stored_zeros_are_hidden() -> None:
     np.testing.assert_array_equal(bound.block(slice(0, 3), slice(0, 3)).numpy(),
                                   np.diag([True, False, True]))
     cand = bound.candidates()
-    assert int(cand.valid.sum()) == 2
+    assert int(cand.table()[1].sum()) == 2 == cand.count
 
 
 def test_shape_is_checked_on_binding() -> None:

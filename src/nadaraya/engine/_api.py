@@ -16,6 +16,7 @@ from ._dense import dense_weights
 from ._dispatch import Explanation, choose
 from ._empty import _nearest, check_policy
 from ._job import Job
+from ._scale import scale_values
 from ._unnormalized import check_options, finish
 
 __all__ = ["explain", "smooth", "weights"]
@@ -147,6 +148,17 @@ def smooth(
     lse : ndarray or torch.Tensor of shape (m,)
         Only with ``return_lse=True``.
 
+    Notes
+    -----
+    Products of weights and values are summed in float64 block by block, so
+    a float32 result does not drift with the number of keys. Each value
+    column is smoothed divided by a power of two that brings it into
+    ``(-1, 1)`` and multiplied back (exactly), so values near the dtype's
+    largest number give their weighted mean and subnormal values are rounded
+    once. A weighted sum (``normalize=False``) beyond the dtype's range
+    raises :class:`~nadaraya.NadarayaError`. (When gradients are recorded
+    the values are used as given.)
+
     Examples
     --------
     >>> import numpy as np, nadaraya
@@ -159,6 +171,7 @@ def smooth(
     job, squeeze = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)
     check_options(job, return_lse)
+    scale_values(job)
     chosen, _ = choose(job, engine, describe=False)
     state = chosen.run(job)
     out = finish(job, state, empty)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .._config import block_elements
 from .._errors import NadarayaError
 from ._job import Job
 from ._state import SmoothState
@@ -64,9 +65,28 @@ def apply_empty_policy(job: Job, state: SmoothState, empty: str, *,
 
 
 def _nearest(job: Job, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean value of the nearest visible keys of ``rows``; and rows with none visible."""
+    """Mean value of the nearest visible keys of ``rows``; and rows with none visible.
+
+    Rows go in chunks whose rank blocks fit the working-memory budget.
+    """
+    cols_step = min(4096, max(job.n, 1))
+    # a rank block, its mask, and the hits (in the values' dtype)
+    rows_step = max(1, block_elements(job.dtype.itemsize, buffers=3) // cols_step)
+    values, lost = [], []
+    for start in range(0, rows.numel(), rows_step):
+        chunk = rows[start:start + rows_step]
+        mean, count = _nearest_chunk(job, chunk, cols_step)
+        values.append(mean)
+        lost.append(chunk[count == 0])
+    if not values:
+        return job.values.new_zeros(0, job.p), rows
+    return torch.cat(values), torch.cat(lost)
+
+
+def _nearest_chunk(job: Job, rows: torch.Tensor,
+                   step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean value of the nearest visible keys of ``rows``, and their count."""
     best = torch.full((rows.numel(),), -torch.inf, dtype=job.dtype, device=job.device)
-    step = 4096
     # first pass: the best rank; second pass: average the keys at that rank
     for phase in ("best", "mean"):
         acc = torch.zeros(rows.numel(), job.p, dtype=job.dtype, device=job.device)
@@ -84,5 +104,4 @@ def _nearest(job: Job, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
                 hit = ((r == best[:, None]) & torch.isfinite(r)).to(job.dtype)
                 acc += hit @ job.values[cols]
                 count += hit.sum(1)
-    lost = rows[count == 0]
-    return acc / count.clamp(min=1)[:, None], lost
+    return acc / count.clamp(min=1)[:, None], count

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from .._config import block_elements, get_config
 from ..masks import Causal, Visibility
 from ._job import Job
+from ._products import WIDE
 from ._state import SmoothState
 from ._streamed import dot_form_tolerance
 from ._threads import map_blocks
@@ -46,6 +47,8 @@ _MIN_ROWS = 32
 _CPU_WIDE_VALUES = 256
 # Width (head size) limit of the CUDA memory-efficient kernel used here.
 _CUDA_MAX_WIDTH = 256
+# Keys per kernel call below float64: runs merge in float64 (see _pieces).
+_RUN = 1024
 
 Segment = tuple[slice, str]  # key range and "full" | "causal" | "partial"
 
@@ -146,6 +149,24 @@ def _segment(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     lse = torch.where(empty, -torch.inf, lse)
     out = torch.where(empty[:, None], 0.0, out)
     return SmoothState(lse, (~empty).to(q.dtype), out)
+
+
+def _pieces(cols: slice, kind: str, dtype: torch.dtype) -> list[slice]:
+    """Key runs of a segment given to one kernel call each.
+
+    The kernels add the keys' products one after another in the inputs'
+    dtype; in float32 that rounding grows with the keys, so the keys of a
+    full or partial segment go in runs of :data:`_RUN` whose states merge in
+    float64. (A causal segment is aligned to its first key: it stays whole.)
+    """
+    if dtype == torch.float64 or kind == "causal":
+        return [cols]
+    return [slice(a, min(a + _RUN, cols.stop)) for a in range(cols.start, cols.stop, _RUN)]
+
+
+def _wide(state: SmoothState) -> SmoothState:
+    """``state`` in float64, for merging without rounding."""
+    return SmoothState(state.offset.to(WIDE), state.total.to(WIDE), state.acc.to(WIDE))
 
 
 def _tiles(job: Job, rows: slice, budget: int) -> Iterator[Segment]:
@@ -290,14 +311,18 @@ class FusedEngine:
             state = None
             for cols, kind in segments:
                 visible = job.mask.block(rows, cols) if kind == "partial" else None
-                part = _segment(qa[rows], ka[cols], values[cols], kind == "causal", visible)
-                state = part if state is None else state.merge(part)
+                for piece in _pieces(cols, kind, job.dtype):
+                    seen = None if visible is None else visible[
+                        :, piece.start - cols.start:piece.stop - cols.start]
+                    part = _wide(_segment(qa[rows], ka[piece], values[piece], kind == "causal",
+                                          seen))
+                    state = part if state is None else state.merge(part)
             if state is None:
                 state = SmoothState.empty(rows.stop - rows.start, job.p, dtype=job.dtype,
                                           device=job.device)
             # a copy of the first p columns frees the padded ones block by block
-            acc = state.acc[:, :job.p] if wv == job.p else state.acc[:, :job.p].contiguous()
-            return SmoothState(state.offset, state.total, acc)
+            return SmoothState(state.offset.to(job.dtype), state.total.to(job.dtype),
+                               state.acc[:, :job.p].to(job.dtype).contiguous())
 
         # Query blocks run in the engine's own threads, each kernel call on one
         # thread: on a busy machine torch's intra-op threads stall each other

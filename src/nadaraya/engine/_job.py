@@ -29,6 +29,10 @@ class Job:
         The raw points ``(m, d)`` and ``(n, d)``.
     normalize : bool
         Divide by the row sums (the weighted mean); False for ``sum_j K v_j``.
+    exponents : torch.Tensor of shape (p,), int64, or None
+        When set, ``values`` holds the caller's values divided by ``2^exponents``
+        column by column (see :mod:`nadaraya.engine._scale`); the result is
+        multiplied back when it is finished.
     """
 
     kernel: BoundKernel
@@ -37,6 +41,7 @@ class Job:
     queries: torch.Tensor
     keys: torch.Tensor
     normalize: bool = True
+    exponents: torch.Tensor | None = None
 
     @property
     def m(self) -> int:

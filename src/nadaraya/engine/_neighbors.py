@@ -35,6 +35,7 @@ from .._config import get_config
 from ..kernels import BoundKernel, ProductKernel
 from ..masks import And, BoundMask, Candidates, Mask, MatrixMask, Radius
 from ._job import Job
+from ._products import WIDE
 from ._state import SmoothState
 from ._threads import map_blocks, on_worker
 
@@ -77,13 +78,12 @@ class _Sparse:
 
 @dataclass
 class _Table:
-    """A padded neighbour list ``(m, K)`` given by a mask."""
+    """Padded neighbour lists ``(m, K)`` given by a mask, a block of queries at a time."""
 
     what: str
     candidates: Candidates
     filters: list[BoundMask]
     pairs: float
-    all_valid: bool
 
 
 _Source = _Ball | _Sparse | _Table
@@ -143,9 +143,7 @@ def _sources(job: Job) -> list[_Source]:
         elif type(part.mask)._candidates is not Mask._candidates:
             cand = part.candidates()
             if cand is not None:
-                all_valid = bool(cand.valid.all())
-                count = cand.valid.numel() if all_valid else int(cand.valid.sum())
-                found.append(_Table(what, cand, others, float(count), all_valid))
+                found.append(_Table(what, cand, others, float(cand.count)))
     return found
 
 
@@ -209,7 +207,10 @@ def _hide(filters: list[BoundMask], rows: torch.Tensor, index: torch.Tensor,
 
 def _fold_table(kernel: BoundKernel, values: torch.Tensor, index: torch.Tensor,
                 hidden: torch.Tensor | None, part: SmoothState) -> None:
-    """Reduce each query of ``kernel`` over its keys ``index (c, K)`` into ``part``."""
+    """Reduce each query of ``kernel`` over its keys ``index (c, K)`` into ``part``.
+
+    The sums over a query's keys are taken in float64 (then rounded to ``part``'s dtype).
+    """
     s = kernel.pairs(slice(None), index) if index.shape[1] else kernel.q.new_empty(index.shape)
     if hidden is not None:
         s.masked_fill_(hidden, -torch.inf)
@@ -217,46 +218,65 @@ def _fold_table(kernel: BoundKernel, values: torch.Tensor, index: torch.Tensor,
     safe = torch.where(torch.isinf(top), torch.zeros_like(top), top)
     w = s.sub_(safe[:, None]).exp_()
     part.offset.copy_(top)
-    part.total.copy_(w.sum(1))
+    part.total.copy_(w.sum(1, dtype=WIDE))
     if values.shape[1] == 1:
-        part.acc[:, 0] = (w * values[index, 0]).sum(1)
+        part.acc[:, 0] = (w * values[index, 0]).sum(1, dtype=WIDE)
     elif values.shape[1]:
-        part.acc.copy_(torch.bmm(w[:, None, :], values[index]).squeeze(1))
+        part.acc.copy_((values[index] * w[:, :, None]).sum(1, dtype=WIDE))
 
 
 def _fold_pairs(kernel: BoundKernel, values: torch.Tensor, local: torch.Tensor,
                 cols: torch.Tensor, hidden: torch.Tensor | None, part: SmoothState) -> None:
-    """Merge the pairs (query ``local``, key ``cols``) of ``kernel`` into ``part``."""
+    """Merge the pairs (query ``local``, key ``cols``) of ``kernel`` into ``part``.
+
+    ``part`` may be wider than the scores (float64 sums of float32 pairs); its
+    offsets are scores, so the weights are formed exactly as in the scores' dtype.
+    """
     s = kernel.pairs(local, cols[:, None])[:, 0]
     if hidden is not None:
         s.masked_fill_(hidden, -torch.inf)
-    top = torch.full_like(part.offset, -torch.inf).scatter_reduce_(
-        0, local, s, reduce="amax")
-    new = torch.maximum(part.offset, top)
+    top = s.new_full(part.offset.shape, -torch.inf).scatter_reduce_(0, local, s, reduce="amax")
+    new = torch.maximum(part.offset, top.to(part.offset.dtype))
     safe = torch.where(torch.isinf(new), torch.zeros_like(new), new)
     rescale = torch.exp(part.offset - safe)
     part.total.mul_(rescale)
     part.acc.mul_(rescale[:, None])
-    w = s.sub_(safe[local]).exp_()
-    part.total.index_add_(0, local, w)
+    w = s.sub_(safe.to(s.dtype)[local]).exp_()
+    wide = part.total.dtype
+    part.total.index_add_(0, local, w.to(wide))
     if values.shape[1] == 1:
-        part.acc[:, 0].index_add_(0, local, values[cols, 0].mul_(w))
+        part.acc[:, 0].index_add_(0, local, values[cols, 0].mul_(w).to(wide))
     elif values.shape[1]:
-        part.acc.index_add_(0, local, values[cols].mul_(w[:, None]))
+        part.acc.index_add_(0, local, values[cols].mul_(w[:, None]).to(wide))
     part.offset.copy_(new)
+
+
+def _wide_state(rows: int, job: Job) -> SmoothState:
+    """An empty state with float64 sums, for pairs folded over several chunks."""
+    return SmoothState.empty(rows, job.p, dtype=WIDE, device=job.device)
 
 
 # -- the three sources --------------------------------------------------------------
 def _run_table(job: Job, table: _Table, state: SmoothState) -> None:
-    width = max(table.candidates.index.shape[1], 1)
+    cand = table.candidates
+    width = max(cand.width, 1)
+    # the mask's preferred order of the queries (nearby ones together), if any
+    order = None if cand.order is None else cand.order.to(job.device)
 
     def fold(rows: slice) -> None:
-        index = table.candidates.index[rows].to(job.device)
-        hidden = None if table.all_valid else ~table.candidates.valid[rows].to(job.device)
-        ids = torch.arange(rows.start, rows.stop, device=job.device)
+        ids = torch.arange(rows.start, rows.stop, device=job.device) if order is None \
+            else order[rows]
+        index, valid = cand.rows(ids)
+        index = index.to(job.device)
+        hidden = None if cand.all_valid else ~valid.to(job.device)
         hidden = _hide(table.filters, ids, index, hidden)
-        bound = BoundKernel(job.kernel.kernel, job.kernel.q[rows], job.kernel.k)
-        _fold_table(bound, job.values, index, hidden, state[rows])
+        bound = BoundKernel(job.kernel.kernel, job.kernel.q[ids], job.kernel.k)
+        if order is None:
+            _fold_table(bound, job.values, index, hidden, state[rows])
+            return
+        part = SmoothState.empty(ids.shape[0], job.p, dtype=job.dtype, device=job.device)
+        _fold_table(bound, job.values, index, hidden, part)
+        state.offset[ids], state.total[ids], state.acc[ids] = part.offset, part.total, part.acc
 
     # each of the threads holds one chunk at a time
     threads = torch.get_num_threads() if job.device.type == "cpu" else 1
@@ -277,12 +297,14 @@ def _run_sparse(job: Job, sparse: _Sparse, state: SmoothState) -> None:
         local_np = np.repeat(np.arange(b - a, dtype=np.int64), counts)
         cols_np = np.asarray(csr.indices[lo:hi], dtype=np.int64)
         bound = BoundKernel(job.kernel.kernel, job.kernel.q[a:b], job.kernel.k)
+        part = _wide_state(b - a, job)
         for s in range(0, hi - lo, chunk):
             local = torch.from_numpy(local_np[s:s + chunk]).to(job.device)
             cols = torch.from_numpy(cols_np[s:s + chunk]).to(job.device)
             hidden = _hide(sparse.filters, local + a, cols[:, None])
             _fold_pairs(bound, job.values, local, cols,
-                        None if hidden is None else hidden[:, 0], state[a:b])
+                        None if hidden is None else hidden[:, 0], part)
+        state.offset[a:b], state.total[a:b], state.acc[a:b] = part.offset, part.total, part.acc
 
 
 def _spatial_order(points: np.ndarray) -> np.ndarray:
@@ -378,7 +400,7 @@ def _run_ball(job: Job, ball: _Ball, state: SmoothState) -> None:
     def walk(a: int, b: int) -> np.ndarray:
         return cKDTree(qpts[a:b]).sparse_distance_matrix(tree, radius, output_type="ndarray")
 
-    out = SmoothState.empty(job.m, job.p, dtype=job.dtype, device=dev)
+    out = _wide_state(job.m, job)
     spans = list(itertools.pairwise(cuts))
     tasks = [lambda a=a, b=b: walk(a, b) for a, b in spans]
 
@@ -389,7 +411,8 @@ def _run_ball(job: Job, ball: _Ball, state: SmoothState) -> None:
 
     # one thread folds (torch ops on one thread) while another walks the tree
     on_worker(fold_all, device=dev)
-    state.offset[qorder], state.total[qorder], state.acc[qorder] = out.offset, out.total, out.acc
+    state.offset[qorder], state.total[qorder], state.acc[qorder] = (
+        out.offset.to(job.dtype), out.total.to(job.dtype), out.acc.to(job.dtype))
 
 
 def _max_share(plan: _Source) -> float:

@@ -38,6 +38,7 @@ import torch
 from .._config import get_config
 from ..kernels import BoundKernel, RadialKernel
 from ._job import Job, exp_floor
+from ._products import RowSums, augmented_values
 from ._state import SmoothState
 from ._streamed import StreamedEngine, _Scorer
 from ._threads import map_blocks
@@ -217,9 +218,8 @@ class PrunedEngine:
         kernel = job.kernel.kernel
         assert isinstance(kernel, RadialKernel)
         plan = self._plan(job)
-        ones = torch.ones(job.n, 1, dtype=job.dtype, device=job.device)
-        unsorted = torch.cat([job.values, ones], dim=1)  # for rows redone by the exact pass
-        vaug = unsorted[plan.kperm]
+        unsorted = augmented_values(job.values)  # for rows redone by the exact pass
+        vt = unsorted[:, plan.kperm].contiguous()
         local = threading.local()
 
         def block_state(b: int) -> SmoothState:
@@ -227,7 +227,7 @@ class PrunedEngine:
             if buffer is None:
                 buffer = local.buffer = torch.empty(plan.mb * plan.nb, dtype=job.dtype,
                                                     device=job.device)
-            return self._rows(job, kernel, plan, b, vaug, unsorted, buffer)
+            return self._rows(job, kernel, plan, b, vt, unsorted, buffer)
 
         parts = map_blocks(block_state, range(plan.qlo.shape[0]), device=job.device)
         offset, total, acc = (torch.cat(x) for x in zip(
@@ -238,11 +238,11 @@ class PrunedEngine:
             offset, total, acc)
         return state
 
-    def _rows(self, job: Job, kernel: RadialKernel, plan: _Plan, b: int, vaug: torch.Tensor,
+    def _rows(self, job: Job, kernel: RadialKernel, plan: _Plan, b: int, vt: torch.Tensor,
               unsorted: torch.Tensor, buffer: torch.Tensor) -> SmoothState:
         """The state of query block ``b`` (in sorted order) over the key blocks that matter.
 
-        ``vaug`` holds ``[values, 1]`` in the keys' block order, ``unsorted`` in
+        ``vt`` holds ``[values, 1]^T`` in the keys' block order, ``unsorted`` in
         their original order (for the streamed engine's exact pass).
         """
         floor = exp_floor(job.dtype)
@@ -251,12 +251,12 @@ class PrunedEngine:
         size = rows.stop - rows.start
         order, suffix = _visit_order(kernel, plan, b)
         order_list, suffix_list = order.tolist(), suffix.tolist()
-        acc = torch.zeros(size, job.p + 1, dtype=job.dtype, device=job.device)
+        sums = RowSums(job.p + 1, size, job.device)
         qidx = plan.qperm[rows]
         for c, rest in zip(order_list, suffix_list, strict=True):
             if rest == -math.inf:
                 break
-            smallest = float(acc[:, -1].min())
+            smallest = float(sums.total.min())
             if smallest > 0 and rest <= log_tol + math.log(smallest):
                 break
             cols = slice(c * plan.nb, min((c + 1) * plan.nb, job.n))
@@ -267,8 +267,8 @@ class PrunedEngine:
                 kidx = plan.kperm[cols]
                 visible = job.mask.pairs(qidx, kidx.expand(size, width))
                 s.masked_fill_(~visible, 0.0)
-            acc.addmm_(s, vaug[cols])
-        state = SmoothState(acc.new_zeros(size), acc[:, -1].contiguous(), acc[:, :-1])
+            sums.add(s, vt[:, cols])
+        state = sums.state(torch.zeros(size, dtype=job.dtype, device=job.device), job.dtype)
         weak = StreamedEngine._too_small(job, state)
         if bool(weak.any()):
             idx = torch.nonzero(weak).flatten()

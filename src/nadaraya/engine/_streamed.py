@@ -15,6 +15,10 @@ Scores below the exponent floor are clamped to it: they weigh less than
 and it keeps ``exp`` and the matrix product (weights times values) off the
 CPU's slow subnormal path. (Clamping beats zeroing through ``-inf``: ``exp``
 of ``-inf`` is itself a slow path in float32.)
+
+The products of each block are added into float64 sums (see
+:mod:`~nadaraya.engine._products`): in float32 the result does not drift
+with the number of keys.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import torch
 from .._config import block_elements, get_config
 from ..masks import Visibility
 from ._job import Job, exp_floor
+from ._products import RowSums, augmented_values
 from ._state import SmoothState
 from ._threads import map_blocks
 
@@ -112,8 +117,7 @@ class StreamedEngine:
     def run(self, job: Job) -> SmoothState:
         scorer = _Scorer(job)
         mb, nb = self._blocks(job)
-        ones = torch.ones(job.n, 1, dtype=job.dtype, device=job.device)
-        vaug = torch.cat([job.values, ones], dim=1)
+        vt = augmented_values(job.values)
         local = threading.local()
 
         def rows_state(start: int) -> SmoothState:
@@ -121,7 +125,7 @@ class StreamedEngine:
             if buffer is None:
                 buffer = local.buffer = torch.empty(mb * nb, dtype=job.dtype,
                                                     device=job.device)
-            return self._rows(job, scorer, slice(start, min(start + mb, job.m)), nb, vaug,
+            return self._rows(job, scorer, slice(start, min(start + mb, job.m)), nb, vt,
                               buffer)
 
         parts = map_blocks(rows_state, range(0, job.m, mb), device=job.device)
@@ -130,17 +134,17 @@ class StreamedEngine:
         return SmoothState(*(torch.cat(x) for x in zip(
             *((s.offset, s.total, s.acc) for s in parts), strict=True)))
 
-    def _rows(self, job: Job, scorer: _Scorer, rows: slice, nb: int, vaug: torch.Tensor,
+    def _rows(self, job: Job, scorer: _Scorer, rows: slice, nb: int, vt: torch.Tensor,
               buffer: torch.Tensor) -> SmoothState:
         """The state of one block of query rows over all keys."""
         bound = job.kernel.upper_bound(rows)
         if bound is None:
-            return self._exact(job, scorer, rows, nb, vaug, buffer)
-        state = self._bounded(job, scorer, rows, bound, nb, vaug, buffer)
+            return self._exact(job, scorer, rows, nb, vt, buffer)
+        state = self._bounded(job, scorer, rows, bound, nb, vt, buffer)
         weak = self._too_small(job, state)
         if bool(weak.any()):
             idx = torch.nonzero(weak).flatten()
-            redo = self._exact(job, scorer, idx + rows.start, nb, vaug, buffer)
+            redo = self._exact(job, scorer, idx + rows.start, nb, vt, buffer)
             state.offset[idx], state.total[idx], state.acc[idx] = (
                 redo.offset, redo.total, redo.acc)
         return state
@@ -155,9 +159,9 @@ class StreamedEngine:
         return ~(state.total > limit)
 
     def _bounded(self, job: Job, scorer: _Scorer, rows: slice, bound: torch.Tensor,
-                 nb: int, vaug: torch.Tensor, buffer: torch.Tensor) -> SmoothState:
+                 nb: int, vt: torch.Tensor, buffer: torch.Tensor) -> SmoothState:
         floor = exp_floor(job.dtype)
-        acc = torch.zeros(rows.stop - rows.start, job.p + 1, dtype=job.dtype, device=job.device)
+        sums = RowSums(job.p + 1, rows.stop - rows.start, job.device)
         shift = bound[:, None]
         zero_shift = bool((bound == 0).all())
         for cstart in range(0, job.n, nb):
@@ -172,15 +176,15 @@ class StreamedEngine:
             if status is Visibility.PARTIAL:
                 visible = _visible(job, rows, cols)
                 s.masked_fill_(~visible, 0.0)
-            acc.addmm_(s, vaug[cols])
-        return SmoothState(bound.clone(), acc[:, -1].contiguous(), acc[:, :-1])
+            sums.add(s, vt[:, cols])
+        return sums.state(bound.clone(), job.dtype)
 
     def _exact(self, job: Job, scorer: _Scorer, rows: slice | torch.Tensor, nb: int,
-               vaug: torch.Tensor, buffer: torch.Tensor) -> SmoothState:
+               vt: torch.Tensor, buffer: torch.Tensor) -> SmoothState:
         floor = exp_floor(job.dtype)
         size = rows.stop - rows.start if isinstance(rows, slice) else rows.shape[0]
         top = torch.full((size,), -torch.inf, dtype=job.dtype, device=job.device)
-        acc = torch.zeros(size, job.p + 1, dtype=job.dtype, device=job.device)
+        sums = RowSums(job.p + 1, size, job.device)
         for cstart in range(0, job.n, nb):
             cols = slice(cstart, min(cstart + nb, job.n))
             status = _status(job, rows, cols)
@@ -192,12 +196,13 @@ class StreamedEngine:
                 s.masked_fill_(~visible, -torch.inf)
             new_top = torch.maximum(top, s.max(dim=1).values)
             safe = torch.where(torch.isinf(new_top), torch.zeros_like(new_top), new_top)
-            acc.mul_(torch.exp(top - safe)[:, None])
+            # the offsets are numbers of the job's dtype; their difference is exact in float64
+            sums.rescale(torch.exp(top.to(torch.float64) - safe.to(torch.float64)))
             _floor_exp_(s.sub_(safe[:, None]), floor)
             if visible is not None:
                 s.masked_fill_(~visible, 0.0)
-            acc.addmm_(s, vaug[cols])
+            sums.add(s, vt[:, cols])
             top = new_top
         # Rows whose every visible score is -inf carry only clamped dust: empty.
-        acc[torch.isinf(top)] = 0.0
-        return SmoothState(top, acc[:, -1].contiguous(), acc[:, :-1])
+        sums.sums[:, torch.isinf(top)] = 0.0
+        return sums.state(top, job.dtype)

@@ -27,6 +27,8 @@ from .._errors import NadarayaError
 from ..masks import Visibility
 from ._empty import _describe, apply_empty_policy
 from ._job import Job
+from ._products import WIDE, RowSums, augmented_values
+from ._scale import times_exp, times_power_of_two
 from ._state import SmoothState
 
 __all__ = [
@@ -113,14 +115,13 @@ class WeightDomainEngine:
     def run(self, job: Job) -> SignedState:
         kernel, bound = job.kernel.kernel, job.kernel
         mb, nb = self._blocks(job)
-        ones = torch.ones(job.n, 1, dtype=job.dtype, device=job.device)
-        vaug = torch.cat([job.values, ones], dim=1)
+        vt = augmented_values(job.values)
         grad = job.requires_grad
         accs, mags = [], []
         for start in range(0, job.m, mb):
             rows = slice(start, min(start + mb, job.m))
-            acc = torch.zeros(rows.stop - start, job.p + 1, dtype=job.dtype, device=job.device)
-            mag = torch.zeros(rows.stop - start, dtype=job.dtype, device=job.device)
+            sums = RowSums(job.p + 1, rows.stop - start, job.device, in_place=not grad)
+            mag = torch.zeros(rows.stop - start, dtype=WIDE, device=job.device)
             for cstart in range(0, job.n, nb):
                 cols = slice(cstart, min(cstart + nb, job.n))
                 status = Visibility.FULL if job.mask is None else job.mask.status(rows, cols)
@@ -135,14 +136,12 @@ class WeightDomainEngine:
                         f"queries {start}..{rows.stop - 1}. Rescale the inputs or lower the "
                         "kernel's exponent."
                     )
-                if grad:
-                    acc = acc + w @ vaug[cols]
-                    mag = mag + w.abs().sum(1)
-                else:
-                    acc.addmm_(w, vaug[cols])
-                    mag.add_(w.abs().sum(1))
-            accs.append(acc)
-            mags.append(mag)
+                sums.add(w, vt[:, cols])
+                mag = mag + w.detach().abs().sum(1, dtype=WIDE)
+            state = sums.state(torch.zeros(rows.stop - start, dtype=job.dtype,
+                                           device=job.device), job.dtype)
+            accs.append(torch.cat([state.acc, state.total[:, None]], 1))
+            mags.append(mag.to(job.dtype))
         if not accs:
             empty = SmoothState.empty(0, job.p, dtype=job.dtype, device=job.device)
             return SignedState(empty.offset, empty.total, empty.acc, empty.total)
@@ -225,25 +224,51 @@ def finish(job: Job, state: SmoothState, empty: str) -> torch.Tensor:
     * normalized, signed: ``acc / total``, with rows whose signed sum is zero
       handled by ``empty`` (``"nearest"``: the mean value of the keys with
       the largest weight).
+
+    Columns the job scaled (``job.exponents``) are multiplied back exactly. A
+    weighted mean lies within the range of the values, so it cannot
+    overflow; a sum that does (unnormalized, or the mean of a signed kernel)
+    raises :class:`NadarayaError`.
     """
     signed = isinstance(state, SignedState)
+    e = job.exponents
+    if e is None:
+        e = torch.zeros(job.p, dtype=torch.int64, device=job.device)
     if job.normalize and not signed:
-        return apply_empty_policy(job, state, empty)
-    if not job.normalize:
-        if signed:
-            return state.acc
-        scale = torch.exp(state.offset)
-        if bool(torch.isinf(scale).any()):
-            rows = torch.nonzero(torch.isinf(scale)).flatten()
-            raise NadarayaError(
-                f"normalize=False: the unnormalized sums of {_describe(rows, job.m)} overflow "
-                f"{str(job.dtype).replace('torch.', '')} (log of the row sum up to "
-                f"{float(state.lse[rows].max()):.4g}). Rescale the kernel (a smaller scale or "
-                "a larger bandwidth), or use normalize=True with return_lse=True for the log "
-                "of the row sums."
-            )
-        return state.acc * scale[:, None]
-    return apply_empty_policy(job, state, empty, problem=(
-        "have a signed weight sum of zero (to rounding), so normalize=True cannot divide by "
-        "it. Use normalize=False, or pass empty='nan' (NaN there) or empty='nearest' (the "
-        "value of the key with the largest weight)."))
+        out = apply_empty_policy(job, state, empty)
+        if job.p and job.n:
+            # rounding may take a mean past the values' range, and 2^e past the dtype's
+            values = job.values.detach()
+            out = torch.clamp(out, values.amin(dim=0), values.amax(dim=0))
+        return times_power_of_two(out, e)
+    if job.normalize:
+        out = times_power_of_two(apply_empty_policy(job, state, empty, problem=(
+            "have a signed weight sum of zero (to rounding), so normalize=True cannot divide "
+            "by it. Use normalize=False, or pass empty='nan' (NaN there) or empty='nearest' "
+            "(the value of the key with the largest weight).")), e)
+        _check_overflow(job, out, "the weighted means of", "")
+        return out
+    if signed:
+        out = times_power_of_two(state.acc, e)
+        _check_overflow(job, out, "the weighted sums of", "")
+        return out
+    out = times_exp(state.acc, state.offset, e)
+    _check_overflow(job, out, "the unnormalized sums of", (
+        ", or use normalize=True with return_lse=True for the log of the row sums "
+        f"(here up to {float(state.lse.max()):.4g})"))
+    return out
+
+
+def _check_overflow(job: Job, out: torch.Tensor, what: str, more: str) -> None:
+    """Raise when some results are beyond the dtype's range."""
+    over = torch.isinf(out).any(dim=1)
+    if not bool(over.any()):
+        return
+    rows = torch.nonzero(over).flatten()
+    name = str(job.dtype).replace("torch.", "")
+    wider = ", compute in float64" if job.dtype != torch.float64 else ""
+    raise NadarayaError(
+        f"normalize={job.normalize}: {what} {_describe(rows, job.m)} overflow {name} (their "
+        f"magnitude exceeds {torch.finfo(job.dtype).max:.4g}). Rescale the values or the "
+        f"kernel (a smaller scale or a larger bandwidth){wider}{more}."
+    )

@@ -91,7 +91,8 @@ class RadialKernel(Kernel):
             L = _as_param(self.metric, "metric")
             if L.shape[1] != d:
                 raise NadarayaError(
-                    f"metric must have one column per feature ({d}); got shape {tuple(L.shape)}."
+                    f"metric (or a 2-D bandwidth, taken as the metric L) must have one column "
+                    f"per feature ({d}); got shape {tuple(L.shape)}."
                 )
         else:
             h = _as_param(self.bandwidth, "bandwidth")

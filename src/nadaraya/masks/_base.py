@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from .._errors import NadarayaError
+from ._candidates import Candidates, merge_lists
 
 __all__ = ["And", "BoundMask", "Candidates", "Mask", "Or", "Predicate", "Visibility"]
 
@@ -26,22 +27,6 @@ class Visibility(enum.Enum):
     FULL = "full"
     EMPTY = "empty"
     PARTIAL = "partial"
-
-
-@dataclass
-class Candidates:
-    """For each query, the keys a sparse mask may let through.
-
-    Attributes
-    ----------
-    index : torch.Tensor of shape (m, K), int64
-        Key indices; entries past a query's count are padding.
-    valid : torch.Tensor of shape (m, K), bool
-        Which entries of ``index`` are real.
-    """
-
-    index: torch.Tensor
-    valid: torch.Tensor
 
 
 @dataclass
@@ -231,8 +216,7 @@ class And(_Binary):
         for first, other in ((left, right), (right, left)):
             cand = first.candidates()
             if cand is not None:
-                rows = torch.arange(cand.index.shape[0], device=cand.index.device)
-                return Candidates(cand.index, cand.valid & other.pairs(rows, cand.index))
+                return _filtered(cand, other)
         return None
 
     def __repr__(self) -> str:
@@ -265,13 +249,23 @@ class Or(_Binary):
         a, b = left.candidates(), right.candidates()
         if a is None or b is None:
             return None
-        index = torch.cat([a.index, b.index], 1)
-        valid = torch.cat([a.valid, b.valid], 1)
-        # drop the second copy of a key present on both sides
-        dup = torch.zeros_like(valid)
-        dup[:, a.index.shape[1]:] = (b.index[:, :, None] == a.index[:, None, :]).logical_and(
-            a.valid[:, None, :]).any(-1)
-        return Candidates(index, valid & ~dup)
+
+        def fetch(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return merge_lists(a.rows(rows), b.rows(rows))
+
+        return Candidates(a.n_rows, a.width + b.width, fetch, a.count + b.count,
+                          order=a.order if a.order is not None else b.order, device=a.device)
 
     def __repr__(self) -> str:
         return f"({self.left!r} | {self.right!r})"
+
+
+def _filtered(cand: Candidates, other: BoundMask) -> Candidates:
+    """``cand`` with the pairs ``other`` hides marked invalid (the count is an upper bound)."""
+
+    def fetch(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        index, valid = cand.rows(rows)
+        return index, valid & other.pairs(rows, index)
+
+    return Candidates(cand.n_rows, cand.width, fetch, cand.count, order=cand.order,
+                      device=cand.device)

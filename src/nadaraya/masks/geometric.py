@@ -6,11 +6,14 @@ given to the engine (scale the features first for another metric).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundMask, Candidates, Mask
+from ._base import BoundMask, Mask, Visibility
+from ._candidates import Candidates, budget_rows, pad_lists
 
 __all__ = ["KNearest", "Radius"]
 
@@ -45,28 +48,32 @@ class Radius(Mask):
 
             p = bound.problem
             tree = cKDTree(_numpy(p.keys))
-            lists = tree.query_ball_point(_numpy(p.queries), self.radius, workers=-1)
-            bound.state["candidates"] = _pad(lists, p.n_queries, p.queries.device)
+            queries = _numpy(p.queries)
+            counts = np.asarray(tree.query_ball_point(queries, self.radius, workers=-1,
+                                                      return_length=True), dtype=np.int64)
+            width = max(int(counts.max()) if counts.size else 0, 1)  # as pad_lists makes them
+
+            def fetch(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                found = tree.query_ball_point(queries[rows.cpu().numpy()], self.radius)
+                return pad_lists(found, p.queries.device)
+
+            bound.state["candidates"] = Candidates(
+                p.n_queries, width, fetch, int(counts.sum()), device=p.queries.device)
         return bound.state["candidates"]  # type: ignore[return-value]
 
     def _params(self) -> str:
         return repr(self.radius)
 
 
-def _pad(lists: list[list[int]] | np.ndarray, m: int, device: torch.device) -> Candidates:
-    counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=m)
-    width = int(counts.max()) if m else 0
-    index = np.zeros((m, max(width, 1)), dtype=np.int64)
-    valid = np.arange(max(width, 1))[None, :] < counts[:, None]
-    if width:
-        index[valid] = np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])
-    return Candidates(torch.from_numpy(index).to(device), torch.from_numpy(valid).to(device))
-
-
 class KNearest(Mask):
     """Query ``q`` sees its ``k`` nearest keys (all keys when ``k >= n_keys``).
 
     Ties at the k-th distance are broken by the KD-tree, as in scikit-learn.
+    With ``k >= n_keys`` the mask hides nothing and holds no table. Otherwise
+    the neighbour lists are searched a block of queries at a time, within the
+    working-memory budget, when an engine asks for them: the whole ``(m, k)``
+    table never exists at once. Each thread keeps the block it asked for
+    last, since engines visit every key block of one query block in turn.
     """
 
     name = "k-nearest"
@@ -77,45 +84,120 @@ class KNearest(Mask):
         self.k = int(k)
 
     def _prepare(self, bound: BoundMask) -> None:
-        from scipy.spatial import cKDTree
-
         p = bound.problem
-        k = min(self.k, p.n_keys)
-        if p.n_queries == 0 or k == 0:
-            index = np.zeros((p.n_queries, 0), dtype=np.int64)
-        else:
-            tree = cKDTree(_numpy(p.keys))
-            queries = _numpy(p.queries)
-            # Searching in the queries' own tree order keeps neighbouring
-            # searches in cache: several times faster than the given order.
-            order = cKDTree(queries, balanced_tree=False, compact_nodes=False).indices
-            _, found = tree.query(queries[order], k=k, workers=-1)
-            index = np.empty((p.n_queries, k), dtype=np.int64)
-            index[order] = np.asarray(found, dtype=np.int64).reshape(p.n_queries, k)
-        idx = torch.from_numpy(index).to(p.queries.device)
-        bound.state["index"] = idx
+        bound.state["everything"] = self.k >= p.n_keys
+        if not bound.state["everything"]:
+            from scipy.spatial import cKDTree
+
+            bound.state["tree"] = cKDTree(_numpy(p.keys))
+            bound.state["queries"] = _numpy(p.queries)  # a view of CPU tensors
+            bound.state["local"] = threading.local()
+
+    def _search(self, bound: BoundMask, rows: torch.Tensor) -> torch.Tensor:
+        """The ``k`` nearest keys ``(len(rows), k)`` of queries ``rows``, in query blocks."""
+        tree, queries = bound.state["tree"], bound.state["queries"]
+        ids = rows.cpu().numpy()
+        out = np.empty((ids.shape[0], self.k), dtype=np.int64)
+        # per query: the distances and indices scipy returns (16 bytes a
+        # neighbour), its search heap (about as much) and the copy made here
+        step = budget_rows(40.0 * self.k)
+        for a in range(0, ids.shape[0], step):
+            block = np.asarray(queries[ids[a:a + step]], dtype=np.float64)  # type: ignore[index]
+            _, found = tree.query(block, k=self.k)  # type: ignore[attr-defined]
+            out[a:a + step] = np.asarray(found, dtype=np.int64).reshape(-1, self.k)
+        return torch.from_numpy(out).to(bound.device)
+
+    def _lists(self, bound: BoundMask, rows: slice | torch.Tensor, *,
+               ordered: bool = False) -> torch.Tensor:
+        """Neighbour lists of ``rows`` (sorted by key with ``ordered``), kept per thread."""
+        local = bound.state["local"]
+        hit = getattr(local, "hit", None)
+        if hit is None or not _same(hit[0], rows):
+            ids = (torch.arange(rows.start, rows.stop, device=bound.device)
+                   if isinstance(rows, slice) else rows)
+            key = rows if isinstance(rows, slice) else rows.clone()
+            hit = local.hit = [key, self._search(bound, ids), None]
+        if not ordered:
+            return hit[1]
+        if hit[2] is None:
+            hit[2] = torch.sort(hit[1], dim=1).values
+        return hit[2]
+
+    def _status(self, bound: BoundMask, rows: slice, cols: slice) -> Visibility:
+        return Visibility.FULL if bound.state["everything"] else Visibility.PARTIAL
 
     def _block(self, bound: BoundMask, rows: slice, cols: slice) -> torch.Tensor:
-        idx: torch.Tensor = bound.state["index"][rows]  # type: ignore[index]
-        out = torch.zeros(idx.shape[0], cols.stop - cols.start, dtype=torch.bool,
-                          device=idx.device)
-        inside = (idx >= cols.start) & (idx < cols.stop)
-        r, c = torch.nonzero(inside, as_tuple=True)
-        out[r, idx[r, c] - cols.start] = True
-        return out
+        shape = (rows.stop - rows.start, cols.stop - cols.start)
+        if bound.state["everything"]:
+            return torch.ones(shape, dtype=torch.bool, device=bound.device)
+        idx = self._lists(bound, rows)
+        # neighbours outside the block go to one spare column, dropped after
+        pos = idx - cols.start
+        pos.masked_fill_((pos < 0) | (pos >= shape[1]), shape[1])
+        out = torch.zeros(shape[0], shape[1] + 1, dtype=torch.bool, device=idx.device)
+        return out.scatter_(1, pos, True)[:, :shape[1]]
 
     def _pairs(self, bound: BoundMask, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        if "sorted" not in bound.state:  # sorted rows, made on first use
-            bound.state["sorted"] = torch.sort(bound.state["index"], dim=1).values
-        table: torch.Tensor = bound.state["sorted"][rows]  # type: ignore[index]
-        if table.shape[1] == 0:
-            return torch.zeros_like(index, dtype=torch.bool)
+        if bound.state["everything"]:
+            return torch.ones_like(index, dtype=torch.bool)
+        if rows.shape[0] > budget_rows(16.0 * self.k):
+            return self._many_pairs(bound, rows, index)
+        table = self._lists(bound, rows, ordered=True)
         pos = torch.searchsorted(table, index.contiguous()).clamp_(max=table.shape[1] - 1)
         return table.gather(1, pos) == index
 
-    def _candidates(self, bound: BoundMask) -> Candidates:
-        idx: torch.Tensor = bound.state["index"]  # type: ignore[assignment]
-        return Candidates(idx, torch.ones_like(idx, dtype=torch.bool))
+    def _many_pairs(self, bound: BoundMask, rows: torch.Tensor,
+                    index: torch.Tensor) -> torch.Tensor:
+        """:meth:`_pairs` for more rows than one table may hold (pairs of a neighbour search).
+
+        The distinct queries are searched a block at a time; their sorted lists,
+        keyed ``query * n_keys + key``, are looked up for the pairs of that block.
+        """
+        n = bound.problem.n_keys
+        distinct, inverse = torch.unique(rows, return_inverse=True)
+        inverse, perm = torch.sort(inverse)
+        index = index[perm]
+        out = torch.empty_like(index, dtype=torch.bool)
+        step = budget_rows(32.0 * self.k)  # the lists, sorted, keyed, and their search
+        for a in range(0, distinct.shape[0], step):
+            lists = torch.sort(self._search(bound, distinct[a:a + step]), dim=1).values
+            base = torch.arange(lists.shape[0], device=lists.device)[:, None] * n
+            keyed = (lists + base).flatten()
+            lo, hi = torch.searchsorted(inverse, torch.tensor([a, a + step], device=rows.device))
+            want = (inverse[lo:hi, None] - a) * n + index[lo:hi]
+            pos = torch.searchsorted(keyed, want.flatten()).clamp_(max=keyed.shape[0] - 1)
+            out[lo:hi] = (keyed[pos] == want.flatten()).view(want.shape)
+        result = torch.empty_like(out)
+        result[perm] = out
+        return result
+
+    def _candidates(self, bound: BoundMask) -> Candidates | None:
+        if bound.state["everything"]:
+            return None  # every key: a dense mask
+        if "candidates" not in bound.state:
+            from scipy.spatial import cKDTree
+
+            p = bound.problem
+            # Searching in the queries' own tree order keeps neighbouring
+            # searches in cache: several times faster than the given order.
+            order = cKDTree(_numpy(p.queries), balanced_tree=False, compact_nodes=False).indices
+            bound.state["candidates"] = Candidates(
+                p.n_queries, self.k, lambda rows: self._fetch(bound, rows),
+                p.n_queries * self.k, all_valid=True,
+                order=torch.from_numpy(np.asarray(order, dtype=np.int64)).to(bound.device),
+                device=bound.device)
+        return bound.state["candidates"]  # type: ignore[return-value]
+
+    def _fetch(self, bound: BoundMask, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        index = self._search(bound, rows)
+        return index, torch.ones_like(index, dtype=torch.bool)
 
     def _params(self) -> str:
         return str(self.k)
+
+
+def _same(kept: slice | torch.Tensor, rows: slice | torch.Tensor) -> bool:
+    """Whether two row selections are the same queries in the same order."""
+    if isinstance(kept, slice) or isinstance(rows, slice):
+        return isinstance(kept, slice) and isinstance(rows, slice) and kept == rows
+    return kept.shape == rows.shape and bool(torch.equal(kept, rows))

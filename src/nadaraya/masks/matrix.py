@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundMask, Candidates, Mask, Visibility
+from ._base import BoundMask, Mask, Visibility
+from ._candidates import Candidates, pad_flat
 
 __all__ = ["MatrixMask"]
 
@@ -80,9 +81,11 @@ class MatrixMask(Mask):
             return None
         csr = self.matrix
         counts = np.diff(csr.indptr)
-        width = max(int(counts.max()) if counts.size else 0, 1)
-        index = np.zeros((csr.shape[0], width), dtype=np.int64)
-        valid = np.arange(width)[None, :] < counts[:, None]
-        index[valid] = csr.indices
-        return Candidates(torch.from_numpy(index).to(bound.device),
-                          torch.from_numpy(valid).to(bound.device))
+        width = max(int(counts.max()) if counts.size else 0, 1)  # as pad_flat makes them
+
+        def fetch(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            sub = csr[rows.cpu().numpy()]
+            return pad_flat(np.asarray(sub.indices, dtype=np.int64), np.diff(sub.indptr),
+                            bound.device)
+
+        return Candidates(csr.shape[0], width, fetch, int(csr.nnz), device=bound.device)
