@@ -236,7 +236,8 @@ def temporaries(folder: Any) -> list[str]:
 # -- float64 as the oracle ----------------------------------------------------------------
 def assert_like_float64(got: Any, ref: Any, perturbed: list[Any], *, eps: float, top: float,
                         tiny: float, what: str, floor: Any = 0.0, loose: Any = None,
-                        headroom: float = 1.0, factor: float = 16.0) -> None:
+                        headroom: float = 1.0, natural: Any = 0.0,
+                        factor: float = 16.0) -> None:
     """``got`` (any dtype) keeps the contract against the float64 result ``ref``.
 
     ``perturbed`` are float64 results of the same problem with its numbers
@@ -248,10 +249,11 @@ def assert_like_float64(got: Any, ref: Any, perturbed: list[Any], *, eps: float,
     row's magnitude, the spacing of subnormals ``tiny`` and ``floor`` (an
     absolute error the caller allows, one number or one per row, such as
     ``eps`` times the natural scale of a gradient that vanishes in float64). ``got`` must be finite
-    wherever ``ref`` lies that far inside the dtype's range (``headroom |ref|
-    + tol < top``: a headroom above one allows the intermediate products of a
-    chain rule to exceed the result), and within the tolerance of ``ref``
-    wherever both are finite.
+    wherever ``ref`` lies that far inside the dtype's range (``headroom (|ref|
+    + natural) + tol < top``, ``natural`` one number or one per row: a
+    headroom above one and a natural scale allow the intermediate products
+    of a chain rule to exceed the result), and within the tolerance of
+    ``ref`` wherever both are finite.
     Rows marked ``loose`` (bool, one per row) are results the dtype cannot
     resolve: there ``got`` must only be finite where both ``|ref|`` and the
     row's natural scale ``floor / eps`` lie a ``factor`` inside the range.
@@ -269,10 +271,12 @@ def assert_like_float64(got: Any, ref: Any, perturbed: list[Any], *, eps: float,
         moved = np.where(np.isnan(moved), np.inf, moved)
         scale = np.abs(np.where(np.isfinite(rows), rows, 0)).max(axis=1, keepdims=True)
         floor = np.asarray(floor, np.float64).reshape(-1, 1) if np.ndim(floor) else floor
+        natural = (np.asarray(natural, np.float64).reshape(-1, 1) if np.ndim(natural)
+                   else natural)
         tol = factor * (moved.max(axis=1, keepdims=True) + eps * scale + tiny + floor)
         tol = np.broadcast_to(np.where(np.isnan(tol), np.inf, tol), shape).copy()
         gr = g.reshape(shape)
-        inside = np.isfinite(rows) & (headroom * np.abs(rows) + tol < top)
+        inside = np.isfinite(rows) & (headroom * (np.abs(rows) + natural) + tol < top)
         if loose is not None:
             blind = np.broadcast_to(np.asarray(loose, bool).reshape(-1, 1), shape)
             small = np.broadcast_to(factor * floor / eps < top, shape)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from nadaraya.nn import KernelAttention
 from nadaraya.nn.functional import explain_attention, kernel_attention
 
 KERNELS = ["softmax", "rbf", "laplacian", "polynomial", "linear", "cosine"]
@@ -62,3 +63,44 @@ def test_weights_path_mean_is_representable(rng, kernel):
     ref = kernel_attention(q.double(), k.double(), v.double(), kernel, engine="dense")
     assert bool(torch.isfinite(out).all())
     torch.testing.assert_close(out.double() / 2.0**127, ref, rtol=1e-5, atol=0)
+
+
+
+def _identity_module(kernel: str, dtype: torch.dtype) -> KernelAttention:
+    """One head whose projections are identities: attention on the inputs themselves."""
+    attn = KernelAttention(4, 1, kernel, bias=False, vdim=3, dtype=dtype)
+    with torch.no_grad():
+        for w in (attn.q_proj_weight, attn.k_proj_weight, attn.v_proj_weight,
+                  attn.out_proj.weight):
+            w.copy_(torch.eye(*w.shape, dtype=dtype))
+    return attn
+
+
+@pytest.mark.parametrize("kernel", [k for k in KERNELS if k != "linear"])
+@pytest.mark.parametrize("path", ["dense", "need_weights", "module"])
+def test_weights_path_gradients_of_values_near_the_largest_number(rng, kernel, path):
+    """The weights path's float32 gradients match float64 for values near the largest number.
+
+    Its autograd graph once formed ``g @ v.mT`` (a gradient times values near
+    ``2**127``, summed over the features: +inf) and then ``inf - inf``: NaN
+    gradients under a finite forward. (The linear kernel's true gradients
+    here exceed the float32 range.)
+    """
+    q, k, v, _ = _problem(rng, kernel, torch.float32)
+    v = v * 2.0**127
+
+    def run(dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        inputs = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+        if path == "module":  # need_weights=True (the default) takes the weights path
+            out, _ = _identity_module(kernel, dtype)(*(t[0] for t in inputs))
+        else:
+            out = kernel_attention(*inputs, kernel, engine="dense",
+                                   need_weights=path == "need_weights")
+            out = out[0] if path == "need_weights" else out
+        g = torch.ones_like(out)  # every feature pulls one way: g . v_j near 3 * 2**127
+        return (out, *torch.autograd.grad(out, inputs, g))
+
+    for got, ref in zip(run(torch.float32), run(torch.float64), strict=True):
+        assert bool(torch.isfinite(got).all())
+        err = float((got.detach().double() - ref).abs().max())
+        assert err <= 32 * torch.finfo(torch.float32).eps * float(ref.abs().max())

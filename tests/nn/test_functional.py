@@ -239,8 +239,10 @@ def test_fused_path_is_used_where_exact(rng):
     assert explain_attention(q, k, v, "cosine", is_causal=True)["fused"] == "chosen"
     assert explain_attention(q, k, v, "laplacian")["streamed"] == "chosen"
     assert explain_attention(q, k, v, "polynomial")["streamed"] == "chosen"
-    # keys far larger than queries: the key bias |k|^2 / 2 would swamp q.k in float32
-    assert "precision" in explain_attention(q * 1e-3, k, v, "rbf")["fused"]
+    # keys far from queries at their centre (the middle of the keys' range, 0 here): the
+    # key bias |k|^2 / 2 would swamp q.k in float32
+    k2, v2 = torch.cat([k, -k], -2), torch.cat([v, v], -2)
+    assert "precision" in explain_attention(q * 1e-3, k2, v2, "rbf")["fused"]
 
 
 def test_broadcast_leading_dimensions(rng):

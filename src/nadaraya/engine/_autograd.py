@@ -25,10 +25,12 @@ divided by a power of two per problem, so that values near the dtype's
 largest number give their representable mean instead of an overflowed sum,
 and the backward pass forms ``dS`` in the same frame (no product of a
 gradient and a huge value, no cancellation of a common offset), multiplying
-by ``S`` once. A block that does not depend on the points through autograd
-(the uniform kernel, an arg-max: weights that are piecewise constant) has a
-zero gradient with respect to queries and keys almost everywhere; the
-values' gradient is still the weights.
+by ``S`` once, after the kernel's own backward, whose products of ``dS``
+and coordinates would otherwise overflow (or underflow). A block that
+does not depend on the points through autograd (the uniform kernel, an
+arg-max: weights that are piecewise constant) has a zero gradient with
+respect to queries and keys almost everywhere; the values' gradient is
+still the weights.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from ..masks.matrix import MatrixMask
 from ._job import Job, exp_floor
 from ._state import SmoothState
 
-__all__ = ["AutogradEngine", "BlockMask", "BlockProblem", "smooth_blocks"]
+__all__ = ["AutogradEngine", "BlockMask", "BlockProblem", "gradient_unit", "rescaled_gradient",
+           "smooth_blocks"]
 
 Block = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -137,6 +140,9 @@ class BlockProblem:
     dropout_p : float
         Probability of dropping each weight (attention dropout; the
         normaliser keeps every weight, as in ``scaled_dot_product_attention``).
+    point_scales : tuple of torch.Tensor, optional
+        Powers of two ``(sq, sk)`` ``(..., 1, 1)`` by which queries and keys
+        are divided before ``block`` (homogeneous weights only).
     """
 
     block: Block
@@ -146,6 +152,38 @@ class BlockProblem:
     dropout_p: float = 0.0
     seed: int = 0
     sizes: tuple[int, int] = (1, 1)
+    point_scales: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+def gradient_unit(scale: torch.Tensor) -> torch.Tensor:
+    """The unit ``(..., 1, 1)`` in which the scores' gradients are formed: ``S``, at least 2**-64.
+
+    The value part of ``dS`` is of order ``S`` (the values' power of two): in
+    units of ``S`` it is of order one whatever the values' magnitude. The
+    floor keeps the other parts (through ``lse``, or the returned weights),
+    of order one in the caller's units, from overflowing when divided by it.
+    """
+    return scale.clamp(min=2.0**-64)
+
+
+def rescaled_gradient(g: torch.Tensor, unit: torch.Tensor, divisor: torch.Tensor,
+                      ) -> torch.Tensor:
+    """``g * unit / divisor`` for powers of two, in the order that cannot overflow early.
+
+    ``g`` is the gradient with respect to points divided by ``divisor``,
+    given in units of ``unit`` (both ``(..., 1, 1)``).
+    """
+    ratio = unit / divisor  # a power of two, exact where it is representable
+    ordered = torch.where(divisor > 1, (g / divisor) * unit, (g * unit) / divisor)
+    return torch.where(torch.isfinite(ratio) & (ratio > 0), g * ratio, ordered)
+
+
+def _scaled_points(spec: BlockProblem, qp: torch.Tensor,
+                   kp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if spec.point_scales is None:
+        return qp, kp
+    sq, sk = spec.point_scales
+    return qp / sq, kp / sk
 
 
 def _block_sizes(lead: tuple[int, ...], m: int, n: int, itemsize: int) -> tuple[int, int]:
@@ -213,7 +251,10 @@ def _value_frame(v: torch.Tensor, dropout_p: float) -> tuple[torch.Tensor, torch
     else:
         mid = low / 2 + high / 2  # halved first: cannot overflow
         _, exponent = torch.frexp(torch.maximum(low.abs(), high.abs()))
-        ulp = torch.ldexp(torch.full_like(mid, torch.finfo(v.dtype).eps), exponent - 1)
+        info = torch.finfo(v.dtype)
+        # the unit in the last place, never below the smallest subnormal (it would be 0)
+        ulp = torch.ldexp(torch.full_like(mid, info.eps), exponent - 1).clamp(
+            min=info.smallest_normal * info.eps)
         one_sign = (low > 0) | (high < 0)
         centre = torch.where(one_sign & torch.isfinite(mid), torch.round(mid / ulp) * ulp,
                              torch.zeros_like(mid))
@@ -236,7 +277,7 @@ def _forward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.Te
     mb, nb = spec.sizes
     floor = exp_floor(qp.dtype)
     # detached points take the kernels' fast block paths (no autograd graph here)
-    qp, kp = qp.detach(), kp.detach()
+    qp, kp = _scaled_points(spec, qp.detach(), kp.detach())
     centre, scale = _value_frame(v, spec.dropout_p)
     vs = (v.detach() - centre) / scale
     frame = v.new_zeros(*lead, m, v.shape[-1])
@@ -272,7 +313,7 @@ def _forward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.Te
                 w = w * _keep(spec, w.shape, ri, ci, w.dtype, w.device)
             acc = acc + w @ vs[..., cols, :]
         if spec.log_domain:
-            empty = ~(total > 0)
+            empty = total == 0  # NaN (a NaN score) is not empty: it propagates
             safe_total = torch.where(empty, torch.ones_like(total), total)
             frame[..., rows, :] = torch.where(empty[..., None], torch.zeros_like(acc),
                                               acc / safe_total[..., None])
@@ -293,7 +334,7 @@ def _forward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.Te
         vd = v.detach()
         out = torch.minimum(torch.maximum(out, vd.amin(-2, keepdim=True)),
                             vd.amax(-2, keepdim=True))
-    empty = ~(totals > 0) if spec.log_domain else totals == 0
+    empty = totals == 0
     out = torch.where(empty[..., None], torch.zeros_like(out), out)
     return out, frame, stat, tops, totals
 
@@ -306,6 +347,7 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
     m, n = qp.shape[-2], kp.shape[-2]
     mb, nb = spec.sizes
     need_q, need_k, need_v, need_b = needs
+    qp, kp = _scaled_points(spec, qp, kp)
     dq = torch.zeros_like(qp) if need_q else None
     dk = torch.zeros_like(kp) if need_k else None
     dv = torch.zeros_like(v) if need_v else None
@@ -317,9 +359,15 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
     centre, scale = _value_frame(v, spec.dropout_p)
     vs = (v.detach() - centre) / scale
     delta = (g_out * frame).sum(-1)
+    # dS is formed in units of S (see gradient_unit): the kernel's own backward
+    # then never meets a product of a huge dS and a coordinate (which would
+    # overflow, and cancel to NaN) nor of a subnormal one, and dq, dk are
+    # multiplied by the unit at the end.
+    unit = gradient_unit(scale)
+    inner = scale / unit  # 1 unless S is below the unit's floor
     # P = exp(s - top) / total, not exp(s - lse): top + log(total) can round
     # away log(total) when the scores are huge (masks of finfo.min, say).
-    empty = ~(total > 0) if spec.log_domain else total == 0
+    empty = total == 0
     inv = torch.where(empty, torch.zeros_like(total), 1.0 / torch.where(empty, 1.0, total))
     shift = torch.where(empty | torch.isinf(top), torch.full_like(top, math.inf), top)
     if spec.log_domain and g_stat is not None:
@@ -352,24 +400,24 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
                     s = _combine(spec, raw.detach(), extra)
                     p = torch.exp(s - shift[..., rows, None]) * inv[..., rows, None]
                     pk = p if keep is None else p * keep
-                    ds = p * ((gv - d) * scale)
+                    ds = p * ((gv - d) * inner)
                     if g_stat is not None:
-                        ds = ds + p * g_stat[..., rows, None]
+                        ds = ds + p * (g_stat[..., rows, None] / unit)
                     ds_raw, ds_bias = ds, ds
                 else:
                     w = _combine(spec, raw.detach(), extra)
                     norm = inv[..., rows, None]
                     pk = (w if keep is None else w * keep) * norm
-                    dw = (gv - d) * (norm * scale)
+                    dw = ((gv - d) * inner) * norm
                     if g_stat is not None:
-                        dw = dw + g_stat[..., rows, None]
+                        dw = dw + g_stat[..., rows, None] / unit
                     ds_raw = dw if extra is None else dw * extra
                     ds_bias = dw * w
                 if dv is not None:
                     dv[..., cols, :] += pk.transpose(-1, -2) @ g
                 if db is not None:
                     target = db[..., rows, cols]
-                    target += ds_bias.sum_to_size(target.shape)
+                    target += (ds_bias * unit).sum_to_size(target.shape)
             if not (need_q or need_k):
                 continue
             if spec.dot:
@@ -391,6 +439,12 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
                         dk[..., cols, :] += gk
             # else: the block is constant in the points where it is differentiable
             # (uniform kernel, arg-max): its gradient is zero almost everywhere.
+    one = torch.ones_like(unit)
+    sq, sk = spec.point_scales if spec.point_scales is not None else (one, one)
+    if dq is not None:
+        dq = rescaled_gradient(dq, unit, sq)
+    if dk is not None:
+        dk = rescaled_gradient(dk, unit, sk)
     return dq, dk, dv, db
 
 
@@ -427,7 +481,9 @@ class _SmoothBlocks(torch.autograd.Function):
 def smooth_blocks(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                   block: Block, *, mask: BlockMask | None = None,
                   bias: torch.Tensor | None = None, log_domain: bool = True, dot: bool = False,
-                  dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+                  dropout_p: float = 0.0,
+                  point_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Kernel smoothing of prepared points in bounded memory, differentiable.
 
     Parameters
@@ -452,6 +508,12 @@ def smooth_blocks(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tenso
         Whether ``block(q, k) == q @ k.mT`` exactly (faster backward).
     dropout_p : float, default 0.0
         Attention dropout on the weights (the normaliser is unaffected).
+    point_scales : tuple of torch.Tensor, optional
+        Powers of two ``(sq, sk)`` broadcastable to ``(..., 1, 1)``: the block
+        is evaluated on ``queries / sq`` and ``keys / sk``, which changes
+        homogeneous weights (``(q.k)^d``) by one factor per problem that the
+        normalisation cancels; the gradients come back in the caller's
+        coordinates without forming them in the scaled ones.
 
     Returns
     -------
@@ -476,7 +538,8 @@ def smooth_blocks(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tenso
     seed = 0
     if dropout_p > 0:
         seed = int(torch.randint(0, 2**62, (1,)).item())
-    spec = BlockProblem(block, mask, log_domain, dot, float(dropout_p), seed, sizes)
+    spec = BlockProblem(block, mask, log_domain, dot, float(dropout_p), seed, sizes,
+                        point_scales)
     return _SmoothBlocks.apply(queries, keys, values, bias, spec)
 
 

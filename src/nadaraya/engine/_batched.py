@@ -15,22 +15,34 @@ dtype (it accumulates in float32 itself); the streamed and dense passes
 compute them in float32 (torch has no half ``cdist`` on the CPU, and a
 running sum of weights in float16 loses digits and overflows past 65504
 keys), and return the input dtype. Gradients flow back through the casts.
+Callers may prepare the points of half-precision problems in float32 (the
+fused kernel then gets them rounded once to the values' dtype), so that no
+intermediate of the preparation, nor its gradient, leaves the half range.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
 from .._config import get_config
 from .._errors import NadarayaError
 from ..masks import Causal, Mask
-from ._autograd import Block, BlockMask, smooth_blocks
+from ._autograd import (
+    Block,
+    BlockMask,
+    _value_frame,
+    gradient_unit,
+    rescaled_gradient,
+    smooth_blocks,
+)
 from ._streamed import dot_form_tolerance
 
-__all__ = ["BATCHED_ENGINES", "BatchedResult", "PreparedKernel", "smooth_batched"]
+__all__ = ["BATCHED_ENGINES", "BatchedResult", "PreparedKernel", "accumulation_dtype",
+           "smooth_batched", "wider_dtype"]
 
 BATCHED_ENGINES = ("fused", "streamed", "dense")
 EMPTY = ("zero", "nan", "raise")
@@ -57,6 +69,12 @@ class PreparedKernel:
         Bound on the absolute score error of ``dot`` in this dtype.
     is_dot : bool
         Whether ``block(q, k)`` is exactly ``q @ k.mT``.
+    homogeneous : bool
+        Whether scaling the queries or the keys of a problem scales its
+        weights by one positive factor (``(q.k)^d``; weight domain only): the
+        engine then divides each problem's points by a power of two near
+        their largest magnitude, so that the weights of points near the
+        dtype's largest number, or subnormal, neither overflow nor underflow.
     name : str
         For explanations.
     """
@@ -68,6 +86,7 @@ class PreparedKernel:
     dot: tuple[torch.Tensor, torch.Tensor] | None = None
     dot_error: float = math.inf
     is_dot: bool = False
+    homogeneous: bool = False
     name: str = "kernel"
 
 
@@ -94,23 +113,73 @@ def _dot_tolerance(kernel: PreparedKernel) -> float:
     return max(dot_form_tolerance(q.dtype), 8.0 * (q.shape[-1] + 2) * eps * qn * kn)
 
 
-def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the streamed and dense passes compute in: float32 for half precisions."""
     return torch.float32 if dtype in _HALF else dtype
 
 
-def _too_large(values: torch.Tensor) -> float | None:
-    """The largest |value| if it is too large for the fused kernel, else None.
+def wider_dtype(kernel: PreparedKernel) -> torch.dtype | None:
+    """float64 where the scores of these prepared points could overflow the working dtype.
+
+    A score is a product or a squared distance of the prepared points, at most
+    ``e (max|q| + max|k|)^2`` for ``e`` coordinates; beyond a small fraction
+    of the working dtype's largest number (or if preparing the points
+    overflowed) the caller prepares and smooths in float64 instead, and rounds
+    the result once. So it does for weights that are neither exponentials
+    nor homogeneous (a polynomial times an exponential) of points whose
+    products ``e max|q| max|k|`` lie beyond ``2**±16``: their powers would
+    leave the working dtype. None when the working dtype is wide enough (or
+    is float64 already).
+    """
+    work = accumulation_dtype(kernel.queries.dtype)
+    if work == torch.float64 or kernel.queries.device.type == "mps":
+        return None
+    pairs = [(kernel.queries, kernel.keys)]
+    if kernel.dot is not None:
+        pairs.append(kernel.dot)
+    for q, k in pairs:
+        if q.numel() == 0 or k.numel() == 0:
+            continue
+        tq, tk = float(q.detach().abs().amax()), float(k.detach().abs().amax())
+        if q.shape[-1] * (tq + tk) ** 2 > torch.finfo(work).max / 64:  # NaN compares False
+            return torch.float64
+        if not kernel.log_domain and not kernel.homogeneous and not (
+                2.0**-16 < q.shape[-1] * tq * tk < 2.0**16):
+            # weights of a product of a power and an exponential: no rescaling of the
+            # points keeps them, their normaliser and its inverse in range
+            return torch.float64
+    return None
+
+
+def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) -> str | None:
+    """Why the fused kernel cannot take this dot form in ``dtype``, or None.
+
+    Its coordinates must fit ``dtype`` (they are rounded to it), and its
+    scores, at most ``e max|qa| max|ka|``, the dtype the kernel accumulates in.
+    """
+    tq, tk = (float(x.detach().abs().amax()) if x.numel() else 0.0 for x in dot)
+    if not (tq < torch.finfo(dtype).max / 2 and tk < torch.finfo(dtype).max / 2):
+        return f"the kernel's dot form has coordinates beyond the range of {dtype}"
+    if not (dot[0].shape[-1] * tq * tk < torch.finfo(accumulation_dtype(dtype)).max / 64):
+        return "the kernel's dot form could give scores beyond the range of the fused kernel"
+    return None
+
+
+def _too_large(values: torch.Tensor, dropout_p: float) -> float | None:
+    """The largest centred |value| if it is too large for the fused kernel, else None.
 
     The fused kernel's backward forms products of gradients and values (and
-    its forward, on some devices, unnormalised sums of values); values up to
-    the square root of the largest number leave as much room again for the
-    gradients and the sums. The streamed pass rescales its values instead.
+    its forward, on some devices, unnormalised sums of values), in the
+    values' own dtype; values (centred, as the fused path passes them) up
+    to the square root of that dtype's largest number (256 in float16)
+    leave as much room again for the gradients and the sums. The streamed
+    pass rescales its values instead.
     """
     if values.numel() == 0:
         return None
-    top = float(values.detach().abs().max())
-    limit = math.sqrt(torch.finfo(_accumulation_dtype(values.dtype)).max)
+    centre = _value_frame(values, dropout_p)[0]
+    top = float((values.detach() - centre).abs().max())
+    limit = math.sqrt(torch.finfo(values.dtype).max)
     return top if top > limit else None
 
 
@@ -130,7 +199,7 @@ def _materialise(mask: Mask | None, block_mask: BlockMask | None, bias: torch.Te
 
 def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
               block_mask: BlockMask | None, need_weights: bool, m: int, n: int,
-              lead: tuple[int, ...]) -> dict[str, str | None]:
+              lead: tuple[int, ...], dropout_p: float) -> dict[str, str | None]:
     fused: str | None = None
     if need_weights:
         fused = "the weights were asked for, and the fused kernel does not return them"
@@ -138,6 +207,8 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         fused = f"the {kernel.name} kernel is not an exponential of a dot product"
     elif kernel.dot is None:
         fused = f"the {kernel.name} kernel has no dot-product form"
+    elif (why := _out_of_range(kernel.dot, values.dtype)) is not None:
+        fused = why
     elif kernel.dot_error > _dot_tolerance(kernel):
         fused = (f"the dot form of the {kernel.name} kernel would lose precision here "
                  f"(error bound {kernel.dot_error:.1e})")
@@ -146,7 +217,7 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         size = m * n * (math.prod(lead) if per else 1) * 4
         if size > get_config().working_memory * 2**20:
             fused = "the mask would have to be materialised beyond the working-memory budget"
-    if fused is None and (top := _too_large(values)) is not None:
+    if fused is None and (top := _too_large(values, dropout_p)) is not None:
         fused = (f"values as large as {top:.3g} could overflow the fused kernel's sums and "
                  "gradients; the streamed pass rescales them")
     streamed = ("the weights were asked for; the streamed pass never materialises them"
@@ -156,34 +227,150 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
 
 def _dense(kernel: PreparedKernel, values: torch.Tensor, block_mask: BlockMask | None,
            bias: torch.Tensor | None, dropout_p: float,
+           point_scales: tuple[torch.Tensor, torch.Tensor] | None,
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    m, n = kernel.queries.shape[-2], kernel.keys.shape[-2]
-    s = kernel.block(kernel.queries, kernel.keys)
+    q, k = kernel.queries, kernel.keys
+    lead, m, n = q.shape[:-2], q.shape[-2], k.shape[-2]
+    centre, scale = _value_frame(values, dropout_p)
+    # the scores' gradients come back in units of S (see _DenseSmooth)
+    unit = gradient_unit(scale)
+    one = torch.ones_like(unit)
+    sq, sk = point_scales if point_scales is not None else (one, one)
+    q, k = _Rescaled.apply(q, sq, unit), _Rescaled.apply(k, sk, unit)
+    s = kernel.block(q, k)
+    if bias is not None:
+        bias = _Rescaled.apply(bias.expand(*lead, m, n), one, unit)
     visible = block_mask.block(slice(0, m), slice(0, n)) if block_mask is not None else None
     if kernel.log_domain:
         if bias is not None:
             s = s + bias
         if visible is not None:
             s = s.masked_fill(~visible, -math.inf)
-        top = s.amax(dim=-1, keepdim=True)
-        top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
-        e = torch.exp(s - top)
-        total = e.sum(-1, keepdim=True)
-        empty = total == 0
-        w = e / torch.where(empty, torch.ones_like(total), total)
-        empty = empty[..., 0]
     else:
         if bias is not None:
             s = s * torch.exp(bias)
         if visible is not None:
             s = s.masked_fill(~visible, 0.0)
-        total = s.sum(-1, keepdim=True)
-        empty = total == 0
-        w = s / torch.where(empty, torch.ones_like(total), total)
-        empty = empty[..., 0]
-    if dropout_p > 0:
-        w = torch.nn.functional.dropout(w, p=dropout_p)
-    return w @ values, w, empty
+    return _DenseSmooth.apply(s, values, centre, scale, unit, kernel.log_domain,
+                              float(dropout_p))
+
+
+class _Rescaled(torch.autograd.Function):
+    """``x / divisor``, whose incoming gradient is given in units of ``unit``.
+
+    ``divisor`` and ``unit`` ``(..., 1, 1)`` are powers of two per problem;
+    the backward returns ``g * unit / divisor`` in an order that cannot
+    overflow before the result does.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, divisor: torch.Tensor,
+                unit: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(divisor, unit)
+        return x / divisor
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        divisor, unit = ctx.saved_tensors
+        return rescaled_gradient(g, unit, divisor), None, None
+
+
+class _DenseSmooth(torch.autograd.Function):
+    """Materialised weights and their weighted mean, differentiable in the values' frame.
+
+    The forward normalises the scores ``s`` ``(..., m, n)`` (log-weights, or
+    weights when not ``log_domain``) into ``w``, drops some of them in
+    training, and sums the values as the streamed pass does: ``(v - c) / S``,
+    centred and divided by a power of two
+    (:func:`~nadaraya.engine._autograd._value_frame`). The backward forms the
+    scores' gradient in the same frame,
+    ``dS = w * (g . (v_j - out_i)) = w * (g . (vs_j - frame_i)) * S``: no
+    ``g @ v.mT`` overflow for values near the dtype's largest number, nor
+    cancellation of their common offset. It returns ``dS`` in units of ``S``
+    (``unit``, :func:`~nadaraya.engine._autograd.gradient_unit`), which
+    :class:`_Rescaled` multiplies back after the kernel's own backward:
+    products of a huge ``dS`` and the coordinates would overflow there (and
+    cancel to NaN), those of a tiny one underflow.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, s: torch.Tensor, values: torch.Tensor, centre: torch.Tensor,
+                scale: torch.Tensor, unit: torch.Tensor, log_domain: bool,
+                dropout_p: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        e = s
+        if log_domain and s.shape[-1]:  # (with no key, every row is empty)
+            top = s.amax(dim=-1, keepdim=True)
+            top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+            e = torch.exp(s - top)
+        total = e.sum(-1, keepdim=True)
+        empty = total == 0  # a NaN total (a NaN score) is not empty: it propagates
+        safe = torch.where(empty, torch.ones_like(total), total)
+        w = torch.where(empty, torch.zeros_like(e), e / safe)
+        keep = None
+        if dropout_p > 0:
+            keep = torch.empty_like(w).bernoulli_(1.0 - dropout_p) / (1.0 - dropout_p)
+        kept = w if keep is None else w * keep
+        vs = (values - centre) / scale
+        frame = kept @ vs
+        out = frame * scale + centre
+        if log_domain and keep is None and values.shape[-2]:
+            # a weighted mean lies within its values' range (as in the streamed pass)
+            out = torch.minimum(torch.maximum(out, values.amin(-2, keepdim=True)),
+                                values.amax(-2, keepdim=True))
+        out = torch.where(empty, torch.zeros_like(out), out)
+        ctx.log_domain = log_domain
+        ctx.save_for_backward(w, keep, vs, frame, scale / unit, unit, safe, empty)
+        ctx.mark_non_differentiable(empty)
+        return out, kept, empty[..., 0]
+
+    @staticmethod
+    def backward(ctx: Any, g_out: torch.Tensor, g_w: torch.Tensor | None,
+                 _: Any) -> tuple[torch.Tensor | None, ...]:
+        w, keep, vs, frame, inner, unit, total, empty = ctx.saved_tensors
+        kept = w if keep is None else w * keep
+        ds = dv = None
+        if ctx.needs_input_grad[0]:
+            # the gradient of out with respect to w, in the frame and less its
+            # weighted row mean (which the normalisation removes): no overflow
+            gv = g_out @ vs.mT
+            if keep is not None:
+                gv = gv * keep
+            gv = (gv - (g_out * frame).sum(-1, keepdim=True)) * inner
+            ds = w * gv if ctx.log_domain else gv / total  # w = s / total otherwise
+            if g_w is not None:
+                gw = g_w if keep is None else g_w * keep
+                gw = (gw - (w * gw).sum(-1, keepdim=True)) / unit
+                ds = ds + (w * gw if ctx.log_domain else gw / total)
+            ds = torch.where(empty, torch.zeros_like(ds), ds)
+        if ctx.needs_input_grad[1]:
+            dv = kept.mT @ g_out
+        return ds, dv, None, None, None, None, None
+
+
+def _power_of_two(x: torch.Tensor) -> torch.Tensor:
+    """A power of two ``(..., 1, 1)`` near the largest magnitude of each problem of ``x``.
+
+    ``x / _power_of_two(x)`` has its largest magnitude in [1, 2); a problem
+    without a finite nonzero entry gets 1.
+    """
+    if x.numel() == 0:
+        return x.new_ones(*x.shape[:-2], 1, 1)
+    top = x.detach().abs().amax(dim=(-2, -1), keepdim=True)
+    top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
+    _, exponent = torch.frexp(top)  # top = mantissa * 2**exponent, mantissa in [0.5, 1)
+    return torch.ldexp(torch.ones_like(top), exponent - 1)
+
+
+def _non_finite_rows(q: torch.Tensor, k: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Bool ``(..., m)``: rows whose query, or any key or value of their problem, is not finite.
+
+    Those rows are NaN whatever the engine's arithmetic made of them (the
+    fused kernel, on some backends, returns zeros for a NaN query). Computed
+    on the device, without a synchronisation.
+    """
+    rows = ~torch.isfinite(q).all(-1)
+    problem = ~(torch.isfinite(k).all(-1).all(-1) & torch.isfinite(values).all(-1).all(-1))
+    return rows | problem[..., None]
 
 
 def _apply_empty(out: torch.Tensor, empty: torch.Tensor | None, policy: str) -> torch.Tensor:
@@ -255,7 +442,7 @@ def smooth_batched(
     if mask is not None:
         pq, pk = points if points is not None else (q, k)
         block_mask = BlockMask(mask, lead, m, n, pq, pk, device=q.device)
-    refusals = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead)
+    refusals = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead, dropout_p)
     if engine == "auto":
         chosen = next(name for name in BATCHED_ENGINES if refusals[name] is None)
     elif engine in BATCHED_ENGINES:
@@ -272,18 +459,31 @@ def smooth_batched(
                for name in BATCHED_ENGINES}
     weights = None
     dtype = values.dtype
-    work = _accumulation_dtype(dtype)
+    work = accumulation_dtype(dtype)
     if chosen != "fused" and work != dtype:
         kernel = replace(kernel, queries=q.to(work), keys=k.to(work))
         q, k, values = kernel.queries, kernel.keys, values.to(work)
         bias = bias.to(work) if bias is not None else None
+    scales = None
+    if not kernel.log_domain:
+        # weights are products of the kernel's and exp(bias): one factor per row cancels,
+        # so the bias is shifted to a largest value of 0 (exp cannot overflow), and
+        # homogeneous weights are taken of points of magnitude about one
+        if bias is not None:
+            top = bias.detach().amax(-1, keepdim=True) if n else bias.detach()
+            bias = bias - torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+        if kernel.homogeneous:
+            scales = (_power_of_two(q), _power_of_two(k))
     if chosen == "fused":
         assert kernel.dot is not None
-        qa, ka = kernel.dot
+        qa, ka = (t.to(dtype) for t in kernel.dot)  # prepared wider, rounded once
         attn_mask, is_causal = _materialise(mask, block_mask, bias, m, n, q.dtype)
+        # values centred on their midpoint: the kernel's backward forms g . v_j - g . out,
+        # which would cancel a common offset of the values to its rounding
+        centre = _value_frame(values, dropout_p)[0]
         out = torch.nn.functional.scaled_dot_product_attention(
-            qa, ka, values, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
-            scale=1.0)
+            qa, ka, values - centre, attn_mask=attn_mask, dropout_p=dropout_p,
+            is_causal=is_causal, scale=1.0) + centre
         empties = None
         if attn_mask is not None:
             seen = attn_mask if attn_mask.dtype == torch.bool else attn_mask > -math.inf
@@ -293,11 +493,16 @@ def smooth_batched(
     elif chosen == "streamed":
         out, stat = smooth_blocks(q, k, values, kernel.block, mask=block_mask, bias=bias,
                                   log_domain=kernel.log_domain, dot=kernel.is_dot,
-                                  dropout_p=dropout_p)
+                                  dropout_p=dropout_p, point_scales=scales)
         empties = torch.isinf(stat) if kernel.log_domain else stat == 0
     else:
-        out, weights, empties = _dense(kernel, values, block_mask, bias, dropout_p)
-    out = _apply_empty(out, empties, empty).to(dtype)
-    weights = weights.to(dtype) if weights is not None else None
+        out, weights, empties = _dense(kernel, values, block_mask, bias, dropout_p, scales)
+    if n == 0:  # no key at all: every row is empty, whatever the engine returned
+        empties = torch.ones(out.shape[:-1], dtype=torch.bool, device=out.device)
+    bad = _non_finite_rows(q, k, values)
+    out = _apply_empty(out, empties if empties is None else empties & ~bad, empty)
+    out = out.masked_fill(bad[..., None], math.nan).to(dtype)
+    if weights is not None:
+        weights = weights.masked_fill(bad[..., None], math.nan).to(dtype)
     return BatchedResult(out, weights, chosen, reasons)
 

@@ -51,6 +51,20 @@ def _bilinear(similarity: Kernel) -> bool:
     return isinstance(similarity, LinearKernel | Cosine)
 
 
+def _direction(x: torch.Tensor) -> torch.Tensor:
+    """Rows of ``x`` ``(n, d)`` divided by their norm, none of them zero.
+
+    A row is first divided by a power of two near its largest magnitude:
+    the norm of a row near the dtype's largest number would overflow (and
+    give zeros), that of a subnormal row underflow (and give infinities).
+    """
+    top = x.detach().abs().amax(dim=1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.ones_like(top))
+    _, exponent = torch.frexp(top)
+    x = x / torch.ldexp(torch.ones_like(top), exponent - 1)
+    return x / x.norm(dim=1, keepdim=True)
+
+
 class Cosine(SignedKernel):
     """Cosine similarity ``K(q, k) = q.k / (|q| |k|)``, in ``[-1, 1]`` (signed).
 
@@ -67,13 +81,13 @@ class Cosine(SignedKernel):
 
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         for name, x in (("queries", q), ("keys", k)):
-            zero = torch.nonzero(x.detach().norm(dim=1) == 0).flatten()
+            zero = torch.nonzero((x.detach() == 0).all(dim=1)).flatten()
             if zero.numel():
                 raise NadarayaError(
                     f"cosine similarity is undefined for a zero vector: {name} row(s) "
                     f"{zero[:5].tolist()} are all zeros. Remove them or use similarity='dot'."
                 )
-        return q / q.norm(dim=1, keepdim=True), k / k.norm(dim=1, keepdim=True)
+        return _direction(q), _direction(k)
 
     def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return q @ k.T

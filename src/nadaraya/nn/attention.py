@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from .._errors import NadarayaError
 from ..masks import Causal, Mask, get_mask
-from .functional import check_additive, check_overflow, kernel_attention
+from .functional import check_additive, check_choices, check_overflow, kernel_attention
 from .kernels import AttentionKernel, get_attention_kernel
 
 __all__ = ["KernelAttention"]
@@ -74,6 +74,18 @@ class KernelAttention(nn.Module):
         How the smoothing is computed (see
         :func:`nadaraya.nn.functional.explain_attention`).
 
+    Notes
+    -----
+    NaN and infinities in ``query``, ``key`` and ``value`` are not checked
+    (a check would synchronise the device, and mixed-precision training
+    relies on them reaching the loss, as with
+    ``scaled_dot_product_attention``); they propagate: an output row is NaN
+    when its query row, or any key or value row of its batch element, holds
+    NaN or an infinity, whichever engine computes it. (The fused kernel
+    alone, on some backends, returns zeros for a NaN query.) Finite inputs
+    give finite outputs and gradients wherever the float64 computation does;
+    scores beyond the range of the inputs' dtype are computed in float64.
+
     Examples
     --------
     >>> import torch
@@ -110,8 +122,10 @@ class KernelAttention(nn.Module):
     ) -> None:
         super().__init__()
         for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads),
-                          ("max_len", max_len)):
-            if not isinstance(val, int) or val < 1:
+                          ("max_len", max_len), ("kdim", kdim), ("vdim", vdim)):
+            if val is None and name in ("kdim", "vdim"):
+                continue
+            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
                 raise NadarayaError(f"{name} must be a positive integer; got {val!r}.")
         if embed_dim % num_heads:
             raise NadarayaError(
@@ -123,6 +137,10 @@ class KernelAttention(nn.Module):
                                 f"got {positional!r}.")
         if not (isinstance(dropout, int | float) and 0.0 <= dropout < 1.0):
             raise NadarayaError(f"dropout must be in [0, 1); got {dropout!r}.")
+        check_choices(empty=empty, engine=engine)
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise NadarayaError(f"dtype must be a floating torch dtype (float16, bfloat16, "
+                                f"float32, float64); got {dtype!r}.")
         kw = {"device": device, "dtype": dtype}
         self.embed_dim = embed_dim
         self.num_heads = num_heads
@@ -133,6 +151,12 @@ class KernelAttention(nn.Module):
         if tie_qk and self.kdim != embed_dim:
             raise NadarayaError(f"tie_qk=True needs kdim == embed_dim (one projection for "
                                 f"queries and keys); got kdim={self.kdim}.")
+        if positional == "absolute" and not self.kdim == self.vdim == embed_dim:
+            raise NadarayaError(
+                f"positional='absolute' adds the embed_dim-wide position embedding to the "
+                f"keys and values too, so it needs kdim == vdim == embed_dim ({embed_dim}); got "
+                f"kdim={self.kdim}, vdim={self.vdim}. Use positional='product' instead."
+            )
         self.positional = positional
         self.batch_first = batch_first
         self.dropout = float(dropout)
@@ -234,8 +258,8 @@ class KernelAttention(nn.Module):
         return b[:E], b[E:2 * E], b[2 * E:]
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        B, L, _ = x.shape
-        return x.reshape(B, L, self.num_heads, -1).transpose(1, 2)
+        B, L, E = x.shape
+        return x.reshape(B, L, self.num_heads, E // self.num_heads).transpose(1, 2)
 
     def _positions(self, n: int, name: str) -> torch.Tensor:
         if n > self.max_len:
@@ -322,8 +346,19 @@ class KernelAttention(nn.Module):
         attn_weights : torch.Tensor of shape (B, L, S) or (B, H, L, S), or None
         """
         unbatched = query.dim() == 2
+        own = self.out_proj.weight.dtype
         for name, t, dim in (("query", query, self.embed_dim), ("key", key, self.kdim),
                              ("value", value, self.vdim)):
+            if not isinstance(t, torch.Tensor):
+                raise NadarayaError(f"{name} must be a torch.Tensor; got {type(t).__name__}.")
+            if not t.is_floating_point():
+                raise NadarayaError(f"{name} must be a floating tensor; got dtype {t.dtype}. "
+                                    f"Convert it with .to({own}).")
+            if t.dtype != own and not torch.is_autocast_enabled(t.device.type):
+                raise NadarayaError(
+                    f"{name} has dtype {t.dtype} but this module's parameters are {own}; "
+                    f"convert one of them (module.to({t.dtype}) or {name}.to({own}))."
+                )
             if t.dim() != (2 if unbatched else 3):
                 raise NadarayaError(
                     f"{name} must be {'(L, E)' if unbatched else '(batch, L, E)'} like query "

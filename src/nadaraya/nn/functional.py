@@ -10,12 +10,20 @@ the library's objects; the sum itself is computed by the engine
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from .._errors import NadarayaError
-from ..engine._batched import BatchedResult, PreparedKernel, smooth_batched
+from ..engine._batched import (
+    BATCHED_ENGINES,
+    EMPTY,
+    BatchedResult,
+    accumulation_dtype,
+    smooth_batched,
+    wider_dtype,
+)
 from ..kernels import Kernel
 from ..masks import Causal, Mask, get_mask
 from .kernels import AttentionKernel, get_attention_kernel
@@ -66,6 +74,16 @@ def _check_inputs(query: Any, key: Any, value: Any) -> tuple[torch.Tensor, ...]:
     k = key.expand(*lead, *key.shape[-2:])
     v = value.expand(*lead, *value.shape[-2:])
     return q, k, v
+
+
+def check_choices(*, empty: Any, engine: Any) -> None:
+    """Refuse an unknown ``empty`` policy or ``engine``, naming the parameter."""
+    if empty not in EMPTY:
+        raise NadarayaError(f"empty must be one of {', '.join(map(repr, EMPTY))}; "
+                            f"got {empty!r}.")
+    if engine != "auto" and engine not in BATCHED_ENGINES:
+        raise NadarayaError(f"engine must be 'auto' or one of "
+                            f"{', '.join(map(repr, BATCHED_ENGINES))}; got {engine!r}.")
 
 
 def check_additive(mask: torch.Tensor, name: str, *,
@@ -172,14 +190,14 @@ def _split_mask(mask: Any, attn_mask: Any, is_causal: bool, shape: tuple[int, ..
     return engine_mask, bias
 
 
-def _prepare(kernel: Any, scale: float | None, q: torch.Tensor, k: torch.Tensor,
-             ) -> PreparedKernel | Kernel:
+def _engine_kernel(kernel: Any, scale: float | None) -> Kernel | None:
+    """An engine kernel (computed one problem at a time); None for an attention kernel."""
     if isinstance(kernel, Kernel) and not isinstance(kernel, AttentionKernel):
         if scale is not None:
             raise NadarayaError("scale cannot be used with a kernel object; the object carries "
                                 "its own scale or bandwidth.")
         return kernel
-    return get_attention_kernel(kernel, scale=scale).prepare(q, k)
+    return None
 
 
 def _run(query: Any, key: Any, value: Any, kernel: Any, mask: Any, attn_mask: Any,
@@ -190,12 +208,28 @@ def _run(query: Any, key: Any, value: Any, kernel: Any, mask: Any, attn_mask: An
         raise NadarayaError(f"dropout_p must be in [0, 1); got {dropout_p!r}.")
     shape = (*q.shape[:-2], q.shape[-2], k.shape[-2])
     engine_mask, bias = _split_mask(mask, attn_mask, is_causal, shape, q.dtype)
-    prepared = _prepare(kernel, scale, q, k)
-    if isinstance(prepared, Kernel):
-        return _per_problem(prepared, q, k, v, engine_mask, bias, need_weights, empty)
-    return smooth_batched(prepared, v, mask=engine_mask, bias=bias, points=(q, k),
-                          dropout_p=float(dropout_p), engine=engine,
-                          need_weights=need_weights, empty=empty)
+    engine_kernel = _engine_kernel(kernel, scale)
+    if engine_kernel is not None:
+        return _per_problem(engine_kernel, q, k, v, engine_mask, bias, need_weights, empty)
+    attention = get_attention_kernel(kernel, scale=scale)
+    # points are prepared in the working dtype (float32 for half precisions):
+    # neither the preparation nor its gradient rounds to, or overflows, the half range
+    work = accumulation_dtype(q.dtype)
+    pq, pk = q.to(work), k.to(work)
+    prepared = attention.prepare(pq, pk)
+    wide = wider_dtype(prepared)
+    if wide is not None:
+        # scores beyond the working dtype's range: prepare and smooth in float64
+        pq, pk, v = q.to(wide), k.to(wide), v.to(wide)
+        bias = bias.to(wide) if bias is not None else None
+        prepared = attention.prepare(pq, pk)
+    result = smooth_batched(prepared, v, mask=engine_mask, bias=bias, points=(pq, pk),
+                            dropout_p=float(dropout_p), engine=engine,
+                            need_weights=need_weights, empty=empty)
+    if wide is None:
+        return result
+    weights = result.weights.to(q.dtype) if result.weights is not None else None
+    return replace(result, out=result.out.to(q.dtype), weights=weights)
 
 
 def _per_problem(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -207,14 +241,25 @@ def _per_problem(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     from ..masks import MatrixMask
 
     lead, m, n = q.shape[:-2], q.shape[-2], k.shape[-2]
-    qf, kf, vf = (t.reshape(-1, *t.shape[-2:]) for t in (q, k, v))
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        bad = ~torch.isfinite(t)
+        if bool(bad.any()):
+            first = tuple(int(i) for i in torch.nonzero(bad)[0])
+            raise NadarayaError(
+                f"{name} contains NaN or infinity (the first at index {first}); an engine "
+                "kernel (nadaraya.kernels) runs through nadaraya.smooth, which refuses them. "
+                "Remove them, or use an attention kernel (nadaraya.nn.kernels), with which "
+                "they propagate."
+            )
+    problems = math.prod(lead)
+    qf, kf, vf = (t.reshape(problems, *t.shape[-2:]) for t in (q, k, v))
     visible = None
     if bias is not None:
         if bool(((bias != 0) & ~torch.isinf(bias)).any()):
             raise NadarayaError("a floating attn_mask with finite values needs an attention "
                                 "kernel (nadaraya.nn.kernels); an engine kernel takes "
                                 "boolean masks only.")
-        visible = (bias == 0).expand(*lead, m, n).reshape(-1, m, n)
+        visible = (bias == 0).expand(*lead, m, n).reshape(problems, m, n)
     policy = {"zero": "nan", "nan": "nan", "raise": "raise"}[empty]
     outs, ws = [], []
     for g in range(qf.shape[0]):
@@ -300,6 +345,16 @@ def kernel_attention(
     out : torch.Tensor of shape (..., L, Ev)
     weights : torch.Tensor of shape (..., L, S)
         Only with ``need_weights=True``.
+
+    Notes
+    -----
+    NaN and infinities in ``query``, ``key`` and ``value`` are not checked,
+    as in ``scaled_dot_product_attention``; they propagate: an output row is
+    NaN when its query, or any key or value of its (batch, head) problem, is
+    not finite. (An engine kernel from :mod:`nadaraya.kernels` runs through
+    :func:`nadaraya.smooth`, which refuses them by name.) Scores beyond the
+    range of the inputs' dtype (points near its largest number) are
+    computed in float64 and the output rounded once.
 
     Examples
     --------

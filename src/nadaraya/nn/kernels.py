@@ -136,7 +136,9 @@ class AttentionKernel(nn.Module, Kernel):
     def scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """Log-weights ``(..., m, n)`` (the weights for non-exponential kernels)."""
         prep = self.prepare(queries, keys)
-        return prep.block(prep.queries, prep.keys)
+        out = prep.block(prep.queries, prep.keys)
+        # a product of positive weights and exponentials is summed in the log domain
+        return torch.exp(out) if prep.log_domain and not self.log_domain else out
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         return self.scores(queries, keys)
@@ -199,14 +201,34 @@ def _dot(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return q @ k.transpose(-1, -2)
 
 
+def _direction(x: torch.Tensor) -> torch.Tensor:
+    """Rows of ``x`` divided by their norm (zero rows stay zero).
+
+    Each row is first divided by a power of two near its largest magnitude,
+    so that the norm of a row near the dtype's largest number does not
+    overflow, nor that of a subnormal row underflow.
+    """
+    if x.numel() == 0:
+        return x
+    top = x.detach().abs().amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
+    _, exponent = torch.frexp(top)
+    x = x / torch.ldexp(torch.ones_like(top), exponent - 1)
+    return nn.functional.normalize(x, dim=-1)
+
+
 class _Radial(AttentionKernel):
     """Kernels of the distance ``||q - k|| / h`` with ``h = s^-1/2``."""
 
     def _coords(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         root = self.scale(q.shape[-1], q)
         root = math.sqrt(root) if isinstance(root, float) else torch.sqrt(root)
-        # centre on the keys' mean: distances do not change, rounding shrinks
-        centre = k.detach().mean(dim=-2, keepdim=True) if k.shape[-2] else 0.0
+        # centre on the middle of the keys' range: distances do not change,
+        # rounding shrinks (halved first, so that it cannot overflow)
+        centre: torch.Tensor | float = 0.0
+        if k.shape[-2]:
+            kd = k.detach()
+            centre = kd.amin(dim=-2, keepdim=True) / 2 + kd.amax(dim=-2, keepdim=True) / 2
         return (q - centre) * root, (k - centre) * root
 
     def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor:
@@ -224,11 +246,59 @@ def _distance(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """``||q - k||`` of every pair, in the inputs' dtype.
 
     ``torch.cdist`` has no float16 or bfloat16 kernel: half precisions are
-    measured in float32 and rounded once.
+    measured in float32 and rounded once. The points of each problem are
+    divided by a power of two near their largest magnitude and the distances
+    multiplied back: the squares inside ``cdist`` neither underflow (points
+    of 1e-23 in float32 would be at distance 0, with no gradient) nor
+    overflow.
     """
     if q.dtype in (torch.float16, torch.bfloat16):
         return _distance(q.float(), k.float()).to(q.dtype)
+    return _ScaledDistance.apply(q, k, _problem_scale(q, k))
+
+
+def _cdist(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")
+
+
+class _ScaledDistance(torch.autograd.Function):
+    """``||q - k||`` measured on the points divided by ``unit`` and multiplied back.
+
+    The distance is homogeneous of degree one: its gradient at the scaled
+    points is its gradient at the points. The backward takes it there
+    directly; autograd through ``/ unit`` and ``* unit`` would first multiply
+    the incoming gradient by ``unit`` (underflow for tiny points).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor,
+                unit: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(q, k, unit)
+        return _cdist(q / unit, k / unit) * unit
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, unit = ctx.saved_tensors
+        with torch.enable_grad():
+            qs = (q.detach() / unit).requires_grad_(ctx.needs_input_grad[0])
+            ks = (k.detach() / unit).requires_grad_(ctx.needs_input_grad[1])
+            wrt = [t for t in (qs, ks) if t.requires_grad]
+            grads = iter(torch.autograd.grad(_cdist(qs, ks), wrt, g) if wrt else ())
+        dq = next(grads) if ctx.needs_input_grad[0] else None
+        dk = next(grads) if ctx.needs_input_grad[1] else None
+        return dq, dk, None
+
+
+def _problem_scale(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """A power of two ``(..., 1, 1)`` near the largest magnitude of each problem's points."""
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    top = q.new_zeros(*lead, 1, 1)
+    for x in (q, k):
+        if x.numel():
+            top = torch.maximum(top, x.detach().abs().amax(dim=(-2, -1), keepdim=True))
+    top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
+    _, exponent = torch.frexp(top)
+    return torch.ldexp(torch.ones_like(top), exponent - 1)
 
 
 def _distance2(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -256,7 +326,7 @@ class RBFKernel(_Radial):
 
     def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
         qs, ks = self._coords(q, k)
-        qa = torch.cat([qs, torch.ones_like(qs[..., :1])], -1)
+        qa = torch.cat([qs, qs.new_ones(*qs.shape[:-1], 1)], -1)
         ka = torch.cat([ks, -0.5 * ks.square().sum(-1, keepdim=True)], -1)
         eps = torch.finfo(qs.dtype).eps
         qn = float(qs.detach().square().sum(-1).max()) if qs.numel() else 0.0
@@ -290,9 +360,8 @@ class CosineKernel(AttentionKernel):
         return math.sqrt(max(dim, 1))
 
     def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
-        tiny = torch.finfo(q.dtype).tiny
-        qs = nn.functional.normalize(q, dim=-1, eps=tiny) * self.scale(q.shape[-1], q)
-        ks = nn.functional.normalize(k, dim=-1, eps=tiny)
+        qs = _direction(q) * self.scale(q.shape[-1], q)
+        ks = _direction(k)
         return PreparedKernel(qs, ks, _dot, dot=(qs, ks), dot_error=0.0, is_dot=True,
                               name=self.name)
 
@@ -336,12 +405,23 @@ class PolynomialKernel(AttentionKernel):
         qs, ks = q * root, k * root
         if self.offset > 0:
             c = math.sqrt(self.offset)
-            qs = torch.cat([qs, torch.full_like(qs[..., :1], c)], -1)
-            ks = torch.cat([ks, torch.full_like(ks[..., :1], c)], -1)
-        return PreparedKernel(qs, ks, self._weights, log_domain=False, name=self.name)
+            qs = torch.cat([qs, qs.new_full((*qs.shape[:-1], 1), c)], -1)
+            ks = torch.cat([ks, ks.new_full((*ks.shape[:-1], 1), c)], -1)
+        return PreparedKernel(qs, ks, self._weights, log_domain=False, homogeneous=True,
+                              name=self.name)
 
     def _weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return _dot(q, k).pow(self.degree)
+
+    @property
+    def positive(self) -> bool:
+        """Whether every weight is >= 0 (an even degree), so that it has a log-weight."""
+        return self.degree % 2 == 0
+
+    def _log_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """``degree log|q.k|`` (even degrees), the weight 0 of ``q.k = 0`` as ``tiny^degree``."""
+        dot = _dot(q, k).abs()
+        return self.degree * torch.log(dot.clamp(min=torch.finfo(dot.dtype).tiny))
 
     def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return self._weights(q, k)
@@ -374,7 +454,8 @@ class LinearKernel(AttentionKernel):
 
     def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
         qs = q * self.scale(q.shape[-1], q)
-        return PreparedKernel(qs, k, _dot, log_domain=False, is_dot=True, name=self.name)
+        return PreparedKernel(qs, k, _dot, log_domain=False, is_dot=True, homogeneous=True,
+                              name=self.name)
 
     def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return _dot(q, k)
@@ -395,7 +476,10 @@ class AttentionProduct(AttentionKernel):
     Tsai et al.'s positional kernel ``k_F(f_q, f_k) k_P(t_q, t_k)`` is
     ``kernel_f.on(slice(0, E)) * kernel_p.on(slice(E, 2 E))``. Scores of
     exponential factors add; a product with a non-exponential factor
-    (polynomial, linear) gives weights ``K_w * exp(sum of scores)``.
+    (polynomial, linear) gives weights ``K_w * exp(sum of scores)``, which
+    the batched engines sum in the log domain (``log K_w`` added to the
+    scores) when every such factor is positive (an even polynomial), so
+    that neither factor can overflow or underflow the other.
     """
 
     name = "product"
@@ -421,9 +505,13 @@ class AttentionProduct(AttentionKernel):
         bounds = [0]
         for w in widths:
             bounds.append(bounds[-1] + w)
-        terms = [(p.block, p.log_domain, a, b)
-                 for p, a, b in zip(preps, bounds[:-1], bounds[1:], strict=True)]
-        log_domain = self.log_domain
+        # positive weights (even polynomials) enter as log-weights next to the scores
+        log_domain = all(p.log_domain or getattr(part, "positive", False)
+                         for p, part in zip(preps, self.parts, strict=True))
+        terms = [(p.block if p.log_domain or not log_domain else part._log_weights,
+                  p.log_domain or log_domain, a, b)
+                 for p, part, a, b in zip(preps, self.parts, bounds[:-1], bounds[1:],
+                                          strict=True)]
 
         def block(qb: torch.Tensor, kb: torch.Tensor) -> torch.Tensor:
             score, weight = None, None
@@ -443,13 +531,15 @@ class AttentionProduct(AttentionKernel):
         kp = torch.cat([p.keys for p in preps], -1)
         dot = None
         err = math.inf
-        if log_domain and all(p.dot is not None for p in preps):
+        if all(p.log_domain and p.dot is not None for p in preps):
             dot = (torch.cat([p.dot[0] for p in preps], -1),  # type: ignore[index]
                    torch.cat([p.dot[1] for p in preps], -1))  # type: ignore[index]
             err = sum(p.dot_error for p in preps)
-        is_dot = log_domain and all(p.is_dot for p in preps)
+        is_dot = all(p.is_dot and p.log_domain for p in preps)
+        homogeneous = not log_domain and all(p.homogeneous for p in preps)
         return PreparedKernel(qp, kp, block, log_domain=log_domain, dot=dot, dot_error=err,
-                              is_dot=is_dot, name=" * ".join(p.name for p in preps))
+                              is_dot=is_dot, homogeneous=homogeneous,
+                              name=" * ".join(p.name for p in preps))
 
     def _formula(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         out, start = None, 0
