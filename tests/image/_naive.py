@@ -113,9 +113,9 @@ def local_polynomial(img: np.ndarray, weight: Weight, radius: int, order: int,
 
 
 def scattered_polynomial(points: np.ndarray, values: np.ndarray, shape: tuple[int, int],
-                         h: float, order: int, radius: int) -> np.ndarray:
+                         h: float, order: int, radius: int, clip: bool = False) -> np.ndarray:
     """Classic kernel regression at each pixel from samples whose nearest pixel is
-    within ``radius`` (per axis)."""
+    within ``radius`` (per axis); ``clip``: clamped to those samples' range."""
     cells = np.clip(np.rint(points), 0, np.array(shape) - 1)
     out = np.zeros(shape)
     for i in range(shape[0]):
@@ -131,6 +131,8 @@ def scattered_polynomial(points: np.ndarray, values: np.ndarray, shape: tuple[in
             xm = np.column_stack(cols)
             beta = np.linalg.solve(xm.T @ (wv[:, None] * xm), xm.T @ (wv * values[sel]))
             out[i, j] = beta[0]
+            if clip:
+                out[i, j] = min(max(beta[0], values[sel].min()), values[sel].max())
     return out
 
 

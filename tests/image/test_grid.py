@@ -313,6 +313,38 @@ def test_float32_within_same_dtype_error(rng: np.random.Generator) -> None:
     torch.testing.assert_close(out32.double(), out64, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize(("kernel", "radius", "degree"), [
+    (nlm_kernel(0.15, gaussian_patch(5), 1, sigma=0.05), 10, 0),
+    (bilateral_kernel(5.0, 0.3), 10, 0),
+    (classic_kernel(3.0), 9, 2),
+])
+def test_float32_sums_are_float64_sums(rng: np.random.Generator, kernel: QuadraticKernel,
+                                       radius: int, degree: int) -> None:
+    # hundreds of offsets: summed in float32 one after the other, the rounding grows with
+    # their number; summed in float64, a float32 result is the float64 one rounded
+    img = torch.from_numpy(rng.random((1, 40, 44))).float()
+    out32 = grid_smooth(img, kernel, radius, degree=degree).mean()
+    out64 = grid_smooth(img.double(), kernel, radius, degree=degree).mean()
+    error = (out32.double() - out64).abs().amax(0) / out64.abs().amax(0)
+    assert float(error.max()) <= 4 * torch.finfo(torch.float32).eps, error
+
+
+@pytest.mark.parametrize(("dtype", "value"), [(torch.float32, 3e38), (torch.float64, 1.7e308),
+                                              (torch.float64, 1e-300),
+                                              (torch.float64, 5e-320)])
+def test_values_at_the_ends_of_the_range(dtype: torch.dtype, value: float) -> None:
+    # no sum overflows near the largest number, no product underflows near the smallest:
+    # a constant is smoothed to itself, and the log-sum of the weights does not depend on
+    # the values
+    img = torch.full((2, 9, 10), value, dtype=dtype)
+    for kernel in (nlm_kernel(1.0, gaussian_patch(3), 2), bilateral_kernel(1.5, 1.0),
+                   classic_kernel(1.2)):
+        state = grid_smooth(img, kernel, 3)
+        torch.testing.assert_close(state.mean(), img.reshape(2, -1).T, rtol=0, atol=0)
+        ones = grid_smooth(torch.ones_like(img), kernel, 3)
+        torch.testing.assert_close(state.lse, ones.lse, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("mode", ["reflect", "symmetric", "edge", "wrap"])
 def test_padding_equals_numpy(rng: np.random.Generator, mode: str) -> None:
     from nadaraya.engine._lattice import _pad

@@ -12,8 +12,8 @@ from nadaraya import NadarayaError
 from nadaraya.engine._lattice import window_offsets
 from nadaraya.image import kernel_regression, steering_kernel_regression
 from nadaraya.image._poly import local_fit
-from nadaraya.image.steering import steering_matrices
-from nadaraya.kernels.quadratic import classic_kernel, steering_kernel
+from nadaraya.image.steering import steering_field, steering_matrices
+from nadaraya.kernels.quadratic import QuadraticKernel, classic_kernel, steering_kernel
 
 from . import _naive
 
@@ -132,12 +132,16 @@ def test_steering_from_a_pilot(rng: np.random.Generator) -> None:
     smooth = kernel_regression(noisy, 1.5)
     grad = local_fit(torch.from_numpy(smooth)[None], classic_kernel(1.2), window_offsets(4),
                      2).gradient
-    cov = steering_matrices(grad, 2)
-    ref = local_fit(torch.from_numpy(noisy)[None], steering_kernel(2.0, cov),
-                    window_offsets(6), 2).value[0].numpy()
+    field, log_weight = steering_field(grad, 2.0, 2)
+    kernel = QuadraticKernel(position_field=field, key_log_weight=log_weight, ndim=2)
+    ref = local_fit(torch.from_numpy(noisy)[None], kernel, window_offsets(6), 2).value[0]
     out = steering_kernel_regression(noisy, 2.0, 1, pilot=smooth, initial_h=1.2, radius=6,
-                                     order=2, alpha=0.5, range_sigma=None)
-    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
+                                     order=2, alpha=0.5, range_sigma=None, data_range=255)
+    np.testing.assert_allclose(out, ref.numpy(), rtol=0, atol=1e-12)
+    # the field is the steering kernel's: C / (2 h^2) and log sqrt(det C)
+    reference = steering_kernel(2.0, steering_matrices(grad, 2))
+    torch.testing.assert_close(field, reference.position_field, rtol=1e-13, atol=0)
+    torch.testing.assert_close(log_weight, reference.key_log_weight, rtol=0, atol=1e-12)
     with pytest.raises(NadarayaError, match="pilot"):
         steering_kernel_regression(noisy, 2.0, 1, pilot=clean[:10])
     with pytest.raises(NadarayaError, match="pilot"):
@@ -158,7 +162,7 @@ def test_iterations_smooth_the_previous_estimate(rng: np.random.Generator) -> No
     second = local_fit(first.value, steering_kernel(
         1.3, steering_matrices(first.gradient, 1, alpha=0.5)), offsets, 0)
     out = steering_kernel_regression(noisy, 1.3, 2, pilot="image", order=0, window=1,
-                                     alpha=0.5, radius=4)
+                                     alpha=0.5, radius=4, data_range=255)
     np.testing.assert_allclose(out, second.value[0].numpy(), rtol=0, atol=1e-9)
 
 

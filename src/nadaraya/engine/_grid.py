@@ -25,6 +25,14 @@ processed in tiles of rows sized by the working-memory budget
 (:func:`nadaraya.config_context`). Everything is torch, on the device of the
 input.
 
+Range and rounding: values and guide are scaled by powers of two into
+``[-1, 1]`` (exact), so that a float32 image near ``3e38`` or a float64 one
+near ``1.7e308`` or among the subnormal numbers filters without overflow or
+underflow; sums are accumulated in float64 for float32 values, so float32
+results are the float64 ones up to the rounding of the weights. The state
+each tile writes is normalized: ``total`` is 1 where a key has weight and
+``acc`` holds the weighted means in the values' units.
+
 Local polynomial fits (kernel regression of order 2) need weighted moments
 of the key's displacement ``D = key - query``: with ``degree > 0`` the state
 also accumulates ``D^a v`` and ``D^a`` for the monomials ``a``
@@ -55,17 +63,20 @@ import torch
 from .._config import get_config
 from .._errors import NadarayaError
 from ..kernels.quadratic import QuadraticKernel
-from ._grid_plan import Plan, _plan
+from ._grid_plan import Plan, _plan, peak_exponent, scale_pow2
 from ._grid_tile import run_tile, weak
 from ._lattice import monomials, window_offsets
 from ._state import SmoothState
 
-__all__ = ["BORDERS", "grid_smooth", "monomials", "window_offsets"]
+__all__ = ["BORDERS", "grid_smooth", "monomials", "peak_exponent", "scale_pow2",
+           "window_offsets"]
 
 BORDERS = ("reflect", "symmetric", "edge", "wrap")
 
 # Temporaries per pixel of a tile beyond the channels (scores, weights, masks).
 _TEMPS = 8
+# Accumulators per pixel of a tile beyond the columns, and the copies made when a tile finishes.
+_ACC_TEMPS = 3
 # On CPU, tiles hold at most this many pixels (their temporaries stay in cache).
 _CPU_TILE = 1 << 17
 # On CPU, the stacked scores of one group of offsets hold at most this many numbers.
@@ -99,17 +110,20 @@ def _check_inputs(values: torch.Tensor, guide: torch.Tensor | None,
         )
 
 
-def _tile_rows(plan: Plan, n_acc: int, itemsize: int, device: torch.device) -> int:
+def _tile_rows(plan: Plan, n_acc: int, device: torch.device) -> int:
     """Rows per tile: the temporaries of one tile fit the working-memory budget."""
-    budget = get_config().working_memory * 2**20 / itemsize
+    budget = get_config().working_memory * 2**20
     row = 1
     for k in range(1, plan.ndim):
         row *= plan.shape[k] + 2 * plan.ext[k] + 2 * plan.prad[k]
     stacked = 0
     if plan.groups is not None:
         stacked = max(g.width for g in plan.groups) * (plan.p + 1)
-    per_row = row * (_TEMPS + 2 * (plan.p + (plan.guide.shape[0] if plan.guide is not None
-                                                else 0)) + n_acc + stacked)
+    narrow = _TEMPS + 3 * plan.p + 1 + 2 * (plan.guide.shape[0] if plan.guide is not None
+                                            else 0) + stacked
+    wide = 2 * n_acc + _ACC_TEMPS + stacked
+    per_row = row * (narrow * plan.values.element_size()
+                     + wide * torch.finfo(plan.acc_dtype).bits // 8)
     rows = max(1, int(budget // max(per_row, 1)) - 2 * plan.ext[0] - 2 * plan.prad[0])
     if device.type == "cpu":
         rows = min(rows, max(1, _CPU_TILE // max(row, 1)))
@@ -131,6 +145,7 @@ def grid_smooth(
     degree: int = 0,
     border: str = "reflect",
     keys_outside: bool = False,
+    state_dtype: torch.dtype | None = None,
 ) -> SmoothState:
     """Smooth values on a grid with a quadratic-form kernel and a window of offsets.
 
@@ -168,13 +183,21 @@ def grid_smooth(
     keys_outside : bool, default False
         Whether window positions outside the grid are keys (read through
         ``border``, as OpenCV's filters do) or skipped (the window is clipped).
+    state_dtype : torch.dtype, optional
+        The dtype of the returned state; default the values'. Float64 keeps
+        the digits of float32 values' moments for the solve of a local fit
+        (they are summed in float64).
 
     Returns
     -------
     SmoothState
-        For the ``prod(grid_shape)`` queries in row-major order: ``offset``,
-        ``total`` ``(m,)`` and ``acc`` ``(m, n_columns)``; ``state.mean()`` is
-        the smoothed values.
+        For the ``prod(grid_shape)`` queries in row-major order, normalized:
+        ``offset`` ``(m,)`` is ``log sum_o K`` (``-inf`` where no key has
+        weight), ``total`` ``(m,)`` is 1 (0 where no key has weight) and
+        ``acc`` ``(m, n_columns)`` the weighted means, so ``state.mean()`` is
+        the smoothed values. Every column is finite except moments
+        ``D^a v`` whose true value exceeds the dtype's range
+        (``|D^a| max |v|`` beyond it; local fits scale their values first).
 
     Examples
     --------
@@ -207,34 +230,33 @@ def grid_smooth(
         plan = _plan(values, kernel, offsets, guide, key_valid, key_shift, degree, border,
                      keys_outside)
         n_acc = plan.p * len(plan.mono) + len(plan.mono2)
-        step = _tile_rows(plan, n_acc, values.element_size(), values.device)
+        step = _tile_rows(plan, n_acc, values.device)
         n_keys = offsets.shape[0]
         m = 1
         for n in plan.shape:
             m *= n
         row = m // plan.shape[0]
         # acc is stored column-major, (n_columns, m): a tile's columns are a view
-        acc = values.new_empty(n_acc, m)
-        total = values.new_empty(m)
-        # the offset is the constant bound until a tile says otherwise
-        offset: torch.Tensor | None = None
-        direct = len(plan.mono) == 1
+        out = {"dtype": state_dtype or values.dtype, "device": values.device}
+        acc = torch.empty(n_acc, m, **out)
+        total = torch.empty(m, **out)
+        offset = torch.empty(m, **out)
         scratch: dict[Any, torch.Tensor] = {}  # work arrays shared by the tiles
         for a in range(0, plan.shape[0], step):
             rows = (a, min(a + step, plan.shape[0]))
             where = slice(rows[0] * row, rows[1] * row)
             size = (rows[1] - rows[0], *plan.shape[1:])
-            into = (acc[:, where].view(n_acc, *size), total[where].view(size))
-            tile = run_tile(plan, rows, exact=False, into=into if direct else None,
-                            scratch=scratch)
-            if weak(plan, tile, n_keys):
-                tile = run_tile(plan, rows, exact=True, scratch=scratch)
-            elif tile.fast and direct:
-                continue
-            part = tile.state()
-            if offset is None:
-                offset = values.new_full((m,), plan.bound)
-            offset[where], total[where], acc.T[where] = part.offset, part.total, part.acc
-        if offset is None:
-            offset = values.new_full((1,), plan.bound).expand(m)
+            tile = run_tile(plan, rows, exact=False, scratch=scratch)
+            parts = (offset[where].view(size), total[where].view(size),
+                     acc[:, where].view(n_acc, *size))
+            tile.finish(*parts)
+            low = weak(plan, tile, n_keys)
+            if low is not None:
+                # the queries the fixed offset leaves too little weight: the exact pass
+                exact = run_tile(plan, rows, exact=True, scratch=scratch)
+                redo = (torch.empty_like(parts[0]), torch.empty_like(parts[1]),
+                        torch.empty_like(parts[2]))
+                exact.finish(*redo)
+                for part, new in zip(parts, redo, strict=True):
+                    torch.where(low, new, part, out=part)
         return SmoothState(offset, total, acc.T)

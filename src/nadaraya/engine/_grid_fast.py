@@ -6,6 +6,11 @@ a tile of queries, with ``w`` the pair weight of
 offsets ``o`` and ``-o``) and ``scale = exp(-o^T Q_x o)`` when the position
 block is kept out of the arrays (else 1). The bilateral filter and non-local
 means run here.
+
+When the tile's accumulators are wider than the values (float64 for float32
+values), the terms of ``_PARTIAL`` offsets are summed in the values' dtype
+and that partial sum is added to the accumulators: the rounding of the long
+sum is float64's, at the price of one wide addition per ``_PARTIAL`` offsets.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ if TYPE_CHECKING:
     from ._grid_tile import Tile
 
 __all__: list[str] = []
+
+# Offsets whose terms are summed in the values' dtype before a wider accumulator takes them.
+_PARTIAL = 16
 
 
 def _run_fast(tile: Tile) -> None:
@@ -44,9 +52,29 @@ def _run_fast(tile: Tile) -> None:
     if counts is not None:
         count_base = counts.storage_offset() + sum(
             b * st for b, st in zip(tile.base, counts.stride(), strict=True))
+    if tile.wide:
+        acc = tile.scratch("fast acc", (plan.p, *size)).zero_()
+        total = tile.scratch("fast total", size).zero_()
     channels = [acc[c] for c in range(plan.p)]
+    pending = 0
+
+    def flush() -> None:
+        nonlocal pending
+        tile.acc.add_(acc)
+        tile.total.add_(total)
+        acc.zero_()
+        total.zero_()
+        pending = 0
 
     def add(weight: torch.Tensor | None, o: Sequence[int], u: Sequence[int], sc: float) -> None:
+        nonlocal pending
+        put(weight, o, u, sc)
+        if tile.wide:
+            pending += 1
+            if pending == _PARTIAL:
+                flush()
+
+    def put(weight: torch.Tensor | None, o: Sequence[int], u: Sequence[int], sc: float) -> None:
         shift = sum(v * st for v, st in zip(o, value_strides, strict=True))
         count = None
         if counts is not None:
@@ -103,3 +131,5 @@ def _run_fast(tile: Tile) -> None:
         add(weight, neg, neg, scale[o])  # the pair (x, x - o) is the pair (x - o, x)
     for o in plan.singles:
         add(pair_weight(o), o, zero, scale[o])
+    if pending:
+        flush()

@@ -5,10 +5,12 @@ per-key field or log-weight (LARK), the offsets ``(*prefix, lo..hi)`` are
 taken together: their keys are one strided view of each array (a window
 sliding along the last axis, :func:`group_view`), their scores one
 operation over ``K`` stacked arrays and the moments one matrix product with
-the monomials' coefficients (:func:`fold_group`). A :class:`Group` holds one
-such set of offsets and its coefficients (``_groups`` builds them); each
-query's offset in the bounded pass is the largest log-weight in its window
-(``_window_max``).
+the monomials' coefficients (:func:`fold_group`), in the accumulators'
+dtype (float64 for float32 values: the moments of the displacement cancel,
+and their terms are exact products of the float32 weights and values). A
+:class:`Group` holds one such set of offsets and its coefficients
+(``_groups`` builds them); each query's offset in the bounded pass is the
+largest log-weight in its window (``_window_max``).
 """
 
 from __future__ import annotations
@@ -42,14 +44,14 @@ class Group:
     prefix: tuple[int, ...]
     lo: int
     width: int                    # K = hi - lo + 1
-    last: torch.Tensor            # (K,) the last coordinates lo..hi
-    value_coef: torch.Tensor      # (n_mono, K) scale_k o_k^a
+    last: torch.Tensor            # (K,) the last coordinates lo..hi (values' dtype)
+    value_coef: torch.Tensor      # (n_mono, K) scale_k o_k^a (accumulators' dtype)
     weight_coef: torch.Tensor     # (n_mono2 + 1, K) scale_k o_k^a, then scale_k
 
 
 def _groups(offsets: list[tuple[int, ...]], d: int, degree: int,
-            qx: list[list[float]] | None, dtype: torch.dtype, device: torch.device
-            ) -> list[Group]:
+            qx: list[list[float]] | None, dtype: torch.dtype, device: torch.device,
+            acc_dtype: torch.dtype) -> list[Group]:
     """The offsets grouped by all but their last coordinate, with the moments' coefficients.
 
     Without a per-key field the position block is a constant per offset, a
@@ -80,8 +82,8 @@ def _groups(offsets: list[tuple[int, ...]], d: int, degree: int,
                                         dtype=torch.float64)
         out.append(Group(prefix, lo, width,
                          torch.arange(lo, hi + 1, dtype=dtype, device=device),
-                         value.to(dtype=dtype, device=device),
-                         weight.to(dtype=dtype, device=device)))
+                         value.to(dtype=acc_dtype, device=device),
+                         weight.to(dtype=acc_dtype, device=device)))
     return out
 
 
@@ -168,14 +170,17 @@ def fold_group(tile: Tile, group: Group) -> None:
     weight = score.exp_()
     if plan.keep is not None:
         weight.mul_(group_view(tile, plan.keep, group, start))
+    if tile.wide:
+        # products and sums in the accumulators' dtype: the moments' terms cancel
+        weight = tile.scratch("wide weight", weight.shape, plan.acc_dtype).copy_(weight)
     vals = group_view(tile, plan.values, group, start)
-    wv = tile.scratch("wv", vals.shape)
+    wv = tile.scratch("wv", vals.shape, plan.acc_dtype)
     if plan.p == 1:
         torch.mul(weight, vals[:, 0], out=wv[:, 0])
     else:
         torch.mul(weight.unsqueeze(1), vals, out=wv)
     n = tile.total.numel()
     n1 = len(plan.mono) * plan.p
-    tile.acc[:n1].view(len(plan.mono), plan.p * n).addmm_(
-        group.value_coef, wv.view(k, plan.p * n))
+    tile.acc[:n1].view(len(plan.mono), plan.p * n).addmm_(group.value_coef,
+                                                         wv.view(k, plan.p * n))
     tile.store[n1:].view(-1, n).addmm_(group.weight_coef, weight.view(k, n))

@@ -7,6 +7,16 @@ tile is a plain slice), splits the offsets into the centre, symmetric pairs
 ``(o, -o)`` and singles, and, on the grouped path, groups them by all but
 their last coordinate (:mod:`nadaraya.engine._grid_group`). The result is a
 :class:`Plan`, read by the tiles (:mod:`nadaraya.engine._grid_tile`).
+
+Range: the padded values are multiplied by ``2^-k`` and the guide by
+``2^-g``, powers of two that bring their largest magnitudes into
+``[1/2, 1)`` (exact: a power of two commutes with rounding), so that no sum,
+difference or square overflows and none of them underflows for values near
+the dtype's smallest normal number; ``2^(2 g)`` is folded into the scale of
+the squared guide differences (``guide_scale``) and the tiles multiply the
+means by ``2^k``. For values in the usual range the results are bit for bit
+those of unscaled arithmetic. Sums are accumulated in float64 for
+lower-precision values (``acc_dtype``).
 """
 
 from __future__ import annotations
@@ -23,7 +33,46 @@ from ._grid_group import Group, _groups, _window_max
 from ._job import exp_floor
 from ._lattice import _pad, _separable, monomials
 
-__all__ = ["Plan"]
+__all__ = ["Plan", "peak_exponent", "scale_pow2"]
+
+
+def _ldexp(x: float, e: int) -> float:
+    """``x 2^e`` as a Python float, ``inf`` (with ``x``'s sign) on overflow."""
+    try:
+        return math.ldexp(x, e)
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def scale_pow2(x: torch.Tensor, e: int, *, inplace: bool = True) -> torch.Tensor:
+    """``x 2^e``, exact, in steps whose factors the dtype of ``x`` represents.
+
+    Scaling up takes the largest step first and scaling down the smallest
+    last, so no step leaves the dtype's range before the result would.
+    """
+    if not e:
+        return x
+    step = math.frexp(torch.finfo(x.dtype).max)[1] - 2
+    for _ in range(-(-abs(e) // step)):
+        part = max(-step, min(step, e))
+        x = x.mul_(2.0 ** part) if inplace else x * 2.0 ** part
+        inplace = True
+        e -= part
+    return x
+
+
+def _exponent(peak: float) -> int:
+    """``e`` with ``peak 2^-e`` in ``[1/2, 1)`` (0 for 0)."""
+    return math.frexp(peak)[1] if peak > 0 and math.isfinite(peak) else 0
+
+
+def peak_exponent(x: torch.Tensor) -> int:
+    """``e`` with ``max |x| 2^-e`` in ``[1/2, 1)`` (0 when ``x`` is 0 or empty):
+    ``scale_pow2(x, -e)`` brings ``x`` into ``(-1, 1)``."""
+    if not x.numel():
+        return 0
+    low, high = torch.aminmax(x)
+    return _exponent(max(-float(low), float(high)))
 
 
 @dataclass
@@ -36,9 +85,9 @@ class Plan:
 
     shape: tuple[int, ...]
     pads: tuple[int, ...]
-    values: torch.Tensor          # (p, *padded)
-    guide: torch.Tensor | None    # (c', *padded) L y with L^T L = Q_v; None when Q_v = 0
-    guide_scale: float            # squared differences of the guide are multiplied by it
+    values: torch.Tensor          # (p, *padded) v 2^-value_exp
+    guide: torch.Tensor | None    # (c', *padded) L y 2^-g / |L|; None when Q_v = 0
+    guide_scale: float            # |L|^2 4^g: squared differences of the guide are scaled by it
     valid: torch.Tensor | None    # (*padded) bool, None when every key is valid
     logw: torch.Tensor | None     # (*padded)
     field: torch.Tensor | None    # (d, d, *padded) per-key Q_x
@@ -61,6 +110,10 @@ class Plan:
     keylog: torch.Tensor | None = None  # (*padded) log w (grouped path)
     top: torch.Tensor | None = None     # grid_shape: per-query bound of keylog (grouped path)
     keep: torch.Tensor | None = None    # (*padded) valid as numbers (grouped path)
+    value_exp: int = 0                  # the values are stored times 2^-value_exp
+    value_low: torch.Tensor | None = None   # (p, *grid) least value in each query's window box
+    value_high: torch.Tensor | None = None  # (p, *grid) largest (both times 2^-value_exp)
+    acc_dtype: torch.dtype = torch.float64  # the tiles' accumulators
 
     @property
     def ndim(self) -> int:
@@ -82,13 +135,24 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
     reach = tuple(max(abs(o[k]) for o in offs) for k in range(d))
 
     g = guide if guide is not None else values
-    lmap = None  # guide -> L guide with L^T L = Q_v: the value block becomes Euclidean
+    # guide -> L guide / |L| with L^T L = Q_v (the value block becomes Euclidean): a (c,)
+    # vector when Q_v is diagonal (channel by channel, elementwise: no matrix product
+    # whose rounding follows the grid's size), else a (c', c) matrix
+    lmap = None
+    lnorm2 = 0.0  # |L|^2, the largest eigenvalue of Q_v
     if kernel.value is not None:
         qvm = kernel.value_matrix(g.shape[0])
         if bool((qvm != 0).any()):
-            lam, vec = torch.linalg.eigh(qvm)
-            keep = lam > lam.abs().max() * 1e-14
-            lmap = (vec[:, keep] * lam[keep].sqrt()).T.to(dtype=dtype, device=device)
+            diag = torch.diagonal(qvm)
+            if bool((qvm == torch.diag(diag)).all()):
+                lnorm2 = float(diag.max())
+                lmap = (diag / lnorm2).sqrt()
+            else:
+                lam, vec = torch.linalg.eigh(qvm)
+                keep = lam > lam.abs().max() * 1e-14
+                lnorm2 = float(lam[keep].max())
+                lmap = (vec[:, keep] * (lam[keep] / lnorm2).sqrt()).T
+            lmap = lmap.to(dtype=dtype, device=device)
     patch: Any = None
     prad = (0,) * d
     if lmap is not None and kernel.patch is not None:
@@ -139,18 +203,29 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
     pads = tuple(reach[k] + ext[k] + prad[k] for k in range(d))
 
     mode = border
+    value_exp = peak_exponent(values)
     vals = _pad(values, pads, mode)
+    vals = scale_pow2(vals, -value_exp, inplace=vals is not values)
     gd = None
     guide_scale = 1.0
     if lmap is not None:
         # padding copies pixels, so it commutes with the linear map: the values
         # are padded once and serve as the guide's source when they are the guide
-        source = vals if guide is None else _pad(g.to(dtype=dtype, device=device), pads, mode)
-        if lmap.shape == (1, 1):
-            # one channel: the scale multiplies the squared differences instead
-            gd, guide_scale = source, float(lmap[0, 0]) ** 2
+        if guide is None:
+            source, gexp = vals, value_exp
         else:
+            source = _pad(g.to(dtype=dtype, device=device), pads, mode)
+            gexp = peak_exponent(source)
+            source = scale_pow2(source, -gexp, inplace=source is not g)
+        # |L y 2^-g| <= sqrt(c): differences and squares stay in range, and the
+        # scale is clamped to the dtype's largest number (such weights are 0 anyway)
+        guide_scale = min(_ldexp(lnorm2, 2 * gexp), torch.finfo(dtype).max)
+        if lmap.ndim == 2:
             gd = torch.einsum("ij,j...->i...", lmap, source)
+        elif bool((lmap == 1).all()):
+            gd = source  # Q_v a multiple of the identity (one channel, most filters)
+        else:
+            gd = source * lmap.reshape(-1, *([1] * d))
     valid = None
     if key_valid is not None:
         valid = key_valid.to(device=device, dtype=torch.bool)
@@ -173,6 +248,7 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
                 f"got {tuple(key_shift.shape)}."
             )
         shift = _pad(key_shift.to(dtype=dtype, device=device), pads, mode)
+    value_low, value_high = _value_range(vals, valid, pads, offs, shape)
     counts = None
     if degree == 0 and valid is not None:
         # hidden keys carry no value and no count: v * valid and valid
@@ -183,11 +259,13 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
     if logw is not None:
         inner = logw if valid is None else logw[valid]
         bound = float(inner.max()) if inner.numel() else 0.0
+    acc_dtype = torch.float64 if torch.finfo(dtype).bits < 64 else dtype
     groups = keylog = top = keep = None
     if (shift is None and patch is None and not kernel.noise
             and (degree > 0 or logw is not None or field is not None)):
         qx = kernel.position_matrix().tolist()
-        groups = _groups(offs, d, degree, None if field is not None else qx, dtype, device)
+        groups = _groups(offs, d, degree, None if field is not None else qx, dtype, device,
+                         acc_dtype)
         if valid is not None:
             keep = valid.to(dtype)
         if logw is not None:
@@ -203,7 +281,31 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
         singles=singles, ext=ext, mono=monomials(d, degree),
         mono2=[a for a in monomials(d, 2 * degree) if any(a)], symmetric=symmetric,
         counts=counts, clamp=clamp, groups=groups, keylog=keylog, top=top, keep=keep,
+        value_exp=value_exp, value_low=value_low, value_high=value_high,
+        acc_dtype=acc_dtype,
     )
+
+
+def _value_range(vals: torch.Tensor, valid: torch.Tensor | None, pads: tuple[int, ...],
+                 offsets: list[tuple[int, ...]], shape: tuple[int, ...]
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The least and largest key value in each query's window box, ``(p, *grid)`` each.
+
+    A weighted mean is clamped to them against rounding: a constant stays
+    itself, and the clamp reads the query's keys only, so that it is the same
+    whatever else the grid holds (``-inf`` and ``inf`` without a key).
+    """
+    low, high = [], []
+    hidden = None if valid is None else ~valid
+    for v in vals:
+        top = v if hidden is None else v.masked_fill(hidden, -math.inf)
+        high.append(_window_max(top, pads, offsets, shape))
+        bottom = -v if hidden is None else (-v).masked_fill_(hidden, -math.inf)
+        low.append(_window_max(bottom, pads, offsets, shape).neg_())
+    value_low, value_high = torch.stack(low), torch.stack(high)
+    value_low.masked_fill_(value_low == math.inf, -math.inf)
+    value_high.masked_fill_(value_high == -math.inf, math.inf)
+    return value_low, value_high
 
 
 def _may_underflow(guide: torch.Tensor | None, guide_scale: float, patch: Any,

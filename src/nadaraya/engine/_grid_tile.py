@@ -10,6 +10,13 @@ time (:meth:`Tile.fold`); the fast path's loop is in
 :mod:`nadaraya.engine._grid_fast` and the grouped path's in
 :mod:`nadaraya.engine._grid_group`. Work arrays are kept per tile and reused
 from offset to offset.
+
+The accumulators are of the plan's ``acc_dtype`` (float64 for float32
+values): the fast path sums a few offsets in the values' dtype and adds
+these partial sums to them, the grouped path forms its products and sums in
+their dtype, the general path adds every term to them. :meth:`Tile.finish`
+writes the normalized state: the weighted means in the values' units and
+``log sum K`` as the offset.
 """
 
 from __future__ import annotations
@@ -23,10 +30,9 @@ import torch
 
 from ._grid_fast import _run_fast
 from ._grid_group import fold_group
-from ._grid_plan import Plan
+from ._grid_plan import Plan, scale_pow2
 from ._job import exp_floor
 from ._lattice import power, window
-from ._state import SmoothState
 
 __all__ = ["Tile", "run_tile", "weak"]
 
@@ -85,7 +91,6 @@ class Tile:
     """
 
     def __init__(self, plan: Plan, rows: tuple[int, int], exact: bool,
-                 into: tuple[torch.Tensor, torch.Tensor] | None = None,
                  scratch: dict[Any, torch.Tensor] | None = None) -> None:
         self.plan = plan
         self.a, self.b = rows
@@ -98,17 +103,17 @@ class Tile:
         self.fast = (len(plan.mono) == 1 and plan.logw is None and plan.field is None
                      and plan.shift is None and not exact)
         self.grouped = plan.groups is not None and not exact
-        if into is not None and self.fast:
-            # accumulate in the caller's arrays: acc (p, *size) and total (*size)
-            self.acc, self.total = into[0].zero_(), into[1].zero_()
-        elif self.grouped:
+        adt = plan.acc_dtype
+        # whether the accumulators are wider than the values
+        self.wide = adt != dt
+        if self.grouped:
             # [acc; total] in one array: the weight moments and the total are
             # adjacent rows, reduced by one matrix product
-            store = torch.zeros(n_mom + 1, *self.size, dtype=dt, device=dev)
+            store = torch.zeros(n_mom + 1, *self.size, dtype=adt, device=dev)
             self.store, self.acc, self.total = store, store[:n_mom], store[n_mom]
         else:
-            self.acc = torch.zeros(n_mom, *self.size, dtype=dt, device=dev)
-            self.total = torch.zeros(self.size, dtype=dt, device=dev)
+            self.acc = torch.zeros(n_mom, *self.size, dtype=adt, device=dev)
+            self.total = torch.zeros(self.size, dtype=adt, device=dev)
         if exact:
             self.top = torch.full(self.size, -math.inf, dtype=dt, device=dev)
         self._scratch: dict[Any, torch.Tensor] = {} if scratch is None else scratch
@@ -124,13 +129,15 @@ class Tile:
         self._qx = plan.qx.tolist()
         self._positions: dict[tuple[int, ...], float] = {}
 
-    def scratch(self, name: str, size: Sequence[int]) -> torch.Tensor:
-        """A work array of ``size`` kept for the tile's later offsets (its contents are
-        overwritten by the next use of the same name)."""
-        key = (name, tuple(size))
+    def scratch(self, name: str, size: Sequence[int],
+                dtype: torch.dtype | None = None) -> torch.Tensor:
+        """A work array of ``size`` (and ``dtype``, default the values') kept for the
+        tile's later offsets (its contents are overwritten by the next use of the same
+        name)."""
+        key = (name, tuple(size), dtype)
         buf = self._scratch.get(key)
         if buf is None:
-            buf = torch.empty(key[1], dtype=self.plan.values.dtype,
+            buf = torch.empty(key[1], dtype=dtype or self.plan.values.dtype,
                               device=self.plan.values.device)
             self._scratch[key] = buf
         return buf
@@ -288,20 +295,40 @@ class Tile:
                         self.acc[col].add_(w, alpha=coef)
             col += 1
 
-    def state(self) -> SmoothState:
-        m = self.total.numel()
+    def finish(self, offset: torch.Tensor, total: torch.Tensor, acc: torch.Tensor) -> None:
+        """Write the tile's normalized state into ``offset`` and ``total`` ``(*size)`` and
+        ``acc`` ``(n_columns, *size)`` (arrays of the values' dtype).
+
+        ``total`` is 1 where a key has weight (0 elsewhere), ``acc`` the
+        weighted means (0 where empty) in the values' units, ``offset`` the
+        log of the sum of the weights (``-inf`` where empty). The value
+        columns of degree 0 are weighted means of the values, clamped to the
+        range of the values in the query's window against rounding: a
+        constant stays itself, and the largest finite number finite.
+        """
+        plan = self.plan
+        t = self.total
         if self.grouped:
-            top = (torch.zeros_like(self.total) if self.plan.top is None else
-                   window(self.plan.top, [self.a, *([0] * (self.plan.ndim - 1))], self.size))
+            top: torch.Tensor | float = (
+                0.0 if plan.top is None else
+                window(plan.top, [self.a, *([0] * (plan.ndim - 1))], self.size))
         elif self.exact:
             top = self.top
-            empty = torch.isinf(top)
-            self.total[empty] = 0.0
-            self.acc[:, empty] = 0.0
+            t.masked_fill_(torch.isinf(top), 0.0)
         else:
-            top = torch.full_like(self.total, self.plan.bound)
-        return SmoothState(top.reshape(m), self.total.reshape(m),
-                           self.acc.reshape(self.acc.shape[0], m).T)
+            top = plan.bound
+        has = t > 0
+        mean = self.acc / torch.where(has, t, 1.0)
+        mean.masked_fill_(~has, 0.0)
+        p = plan.p
+        if plan.value_low is not None and plan.value_high is not None:
+            at = [self.a, *([0] * (plan.ndim - 1))]
+            torch.maximum(mean[:p], window(plan.value_low, at, self.size), out=mean[:p])
+            torch.minimum(mean[:p], window(plan.value_high, at, self.size), out=mean[:p])
+        scale_pow2(mean[:p * len(plan.mono)], plan.value_exp)
+        acc.copy_(mean)
+        total.copy_(has)
+        offset.copy_(torch.log(t).add_(top))
 
 
 def _monomial(delta: list[torch.Tensor], a: Sequence[int]) -> torch.Tensor:
@@ -313,15 +340,12 @@ def _monomial(delta: list[torch.Tensor], a: Sequence[int]) -> torch.Tensor:
 
 
 def run_tile(plan: Plan, rows: tuple[int, int], exact: bool,
-             into: tuple[torch.Tensor, torch.Tensor] | None = None,
              scratch: dict[Any, torch.Tensor] | None = None) -> Tile:
     """Fold every offset into the state of the queries in ``rows``.
 
-    ``into``: arrays ``acc`` ``(p, *tile_shape)`` and ``total`` ``tile_shape``
-    the fast path accumulates in (they are overwritten); ``scratch``: work
-    arrays to share with other tiles.
+    ``scratch``: work arrays to share with other tiles.
     """
-    tile = Tile(plan, rows, exact, into, scratch)
+    tile = Tile(plan, rows, exact, scratch)
     if tile.grouped:
         for group in plan.groups or []:
             fold_group(tile, group)
@@ -343,9 +367,26 @@ def run_tile(plan: Plan, rows: tuple[int, int], exact: bool,
     return tile
 
 
-def weak(plan: Plan, tile: Tile, n_keys: int) -> bool:
-    """Whether some query's total is too small for the fixed offset to be exact."""
-    floor = exp_floor(tile.total.dtype)
-    eps = torch.finfo(tile.total.dtype).eps
-    limit = math.exp(floor + math.log(max(n_keys, 1)) - math.log(eps) + 5.0)
-    return bool(tile.total.min() <= limit)
+def weak(plan: Plan, tile: Tile, n_keys: int) -> torch.Tensor | None:
+    """The queries whose total is too small for the fixed offset to be exact, bool
+    ``(*tile_shape)``, or None when there are none.
+
+    A query without a key in its window (hidden keys, the window outside the
+    grid) is empty whatever the offset and is not weak. The exact pass
+    replaces the weak queries only, so that a query's arithmetic does not
+    depend on the others of its tile.
+    """
+    dtype = plan.values.dtype
+    limit = math.exp(exp_floor(dtype) + math.log(max(n_keys, 1))
+                     - math.log(torch.finfo(dtype).eps) + 5.0)
+    low = tile.total <= limit
+    if not bool(low.any()):
+        return None
+    if plan.valid is not None:
+        zero = (0,) * plan.ndim
+        has = torch.zeros_like(low)
+        for o in [*([zero] if plan.zero else []), *plan.pairs,
+                  *(tuple(-v for v in o) for o in plan.pairs), *plan.singles]:
+            has |= tile.key_view(plan.valid, o)
+        low &= has
+    return low if bool(low.any()) else None

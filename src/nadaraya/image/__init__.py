@@ -14,7 +14,11 @@ over augmented vectors ``t = [position; pixel value or patch]``, with its own
 
 Images are ``(height, width)`` or ``(height, width, channels)``, uint8 or
 float, NumPy or torch (CUDA tensors stay on the GPU); results have the input's
-dtype and range.
+dtype and range. The filters run block by block, each block read with the
+halo its pixels depend on, so their temporaries stay within the
+working-memory budget (:func:`nadaraya.config_context`) whatever the image's
+size, and they accept values anywhere in their dtype's range (a float32
+image near ``3e38``, a float64 one from the subnormal numbers to ``1.7e308``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ so ``r^2`` is the ``g``-weighted mean squared difference of two patches over
 ``h^2``; with a noise level ``sigma`` the weight is ``exp(-max(r^2 - 2 sigma^2 / h^2, 0))``.
 Locally (``search_radius`` given) the grid engine loops over the search
 offsets and gets every patch distance of one offset by filtering the squared
-difference image with ``g``. Globally (``search_radius=None``, every pixel
+difference image with ``g``, in blocks of pixels read with the halo
+``search_radius + patch_size // 2`` (:mod:`nadaraya.engine._grid_blocks`):
+the working-memory budget bounds the temporaries, and the result is the
+unblocked one bit for bit. Globally (``search_radius=None``, every pixel
 attends to every pixel) the patches become explicit vectors and
 :func:`nadaraya.smooth` runs it: the Gaussian kernel on patches is softmax
 attention with a key bias, the fused attention engines' problem.
@@ -22,11 +25,17 @@ import torch
 
 from .._errors import NadarayaError
 from ..engine._grid import BORDERS, grid_smooth
+from ..engine._grid_blocks import Block, run_blocks
 from ..engine._lattice import _pad, window_offsets
-from ..kernels.quadratic import gaussian_patch, nlm_kernel
+from ..kernels.quadratic import QuadraticKernel, gaussian_patch, nlm_kernel
 from ._io import as_image, check_positive
 
 __all__ = ["non_local_means", "patch_weights"]
+
+# Temporary numbers per pixel and channel of a block (padded values, their window ranges,
+# state, mean), and per pixel (total, offset, key mask, the engine's tile): 9.9 in all for
+# one channel, measured by benchmarks/bench_peak_memory.py, with a margin.
+_PER_CHANNEL, _PER_PIXEL = 6, 6
 
 
 def patch_weights(patch_size: int, kind: str = "gaussian") -> torch.Tensor:
@@ -129,8 +138,39 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
             f"search_radius must be an integer >= 0 or None (global); got {search_radius!r}."
         )
     offsets = window_offsets(search_radius, 2, device=img.data.device)
-    state = grid_smooth(img.data, kernel, offsets, border=border, keys_outside=False)
-    return img.back(state.mean().T.reshape(img.data.shape))
+    return img.back(filter_blocks(img.data, kernel, offsets, border))
+
+
+def filter_region(region: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
+                  border: str, inside: torch.Tensor | None = None) -> torch.Tensor:
+    """Non-local means of ``region`` ``(c, H, W)``, unblocked, with a grid ``kernel``
+    (of :func:`~nadaraya.kernels.quadratic.nlm_kernel`) over the search ``offsets``;
+    ``inside``: which pixels are keys (default all). Returns ``(c, H, W)``."""
+    state = grid_smooth(region, kernel, offsets, border=border, keys_outside=False,
+                        key_valid=inside)
+    return state.mean().T.reshape(region.shape)
+
+
+def nlm_halo(kernel: QuadraticKernel, offsets: torch.Tensor) -> int:
+    """Pixels an output of :func:`filter_region` depends on, beyond its own: the
+    search reach and the patch radius."""
+    prad = 0 if kernel.patch is None else int(kernel.patch.shape[0]) // 2
+    return int(offsets.abs().max()) + prad
+
+
+def filter_blocks(data: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
+                  border: str) -> torch.Tensor:
+    """:func:`filter_region` of ``data`` ``(c, H, W)`` block by block; ``(c, H, W)``."""
+    size = 1 if kernel.patch is None else int(kernel.patch.shape[0])
+
+    def one(block: Block) -> torch.Tensor:
+        return filter_region(block.read(data, border), kernel, offsets, border,
+                             block.inside(data.device))
+
+    per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
+    # "wrap" reads the far side of the image: the patches beyond a border a block meets
+    return run_blocks(one, torch.empty_like(data), nlm_halo(kernel, offsets), per_pixel,
+                      outside=size // 2 if border == "wrap" else 0, least=size)
 
 
 def _global(data: torch.Tensor, kernel: Any, g: torch.Tensor, border: str,

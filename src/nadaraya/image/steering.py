@@ -21,25 +21,48 @@ Two additions, both off in the paper's setting (``pilot="image"``,
 on the pilot's values, ``t = [x; pilot(x)]``,
 ``Q = blockdiag(C_j / (2 h^2), I / (2 range_sigma^2))`` (the augmented-vector
 form of Milanfar's survey, with both blocks).
+
+The whole pipeline (pilot, first fit, steering matrices, steering fits) runs
+block by block, each block read with the sum of its stages' reaches as halo
+(:mod:`nadaraya.engine._grid_blocks`): the working-memory budget bounds the
+temporaries whatever the image's size. ``C`` and the log-weight are computed
+in float64 from gradients scaled into range, so images anywhere in their
+dtype's range give finite kernels.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .._errors import NadarayaError
+from ..engine._grid import peak_exponent, scale_pow2
+from ..engine._grid_blocks import Block, run_blocks
 from ..engine._lattice import _pad, window_offsets
-from ..kernels.quadratic import QuadraticKernel, classic_kernel, steering_kernel
+from ..kernels.quadratic import QuadraticKernel, classic_kernel, nlm_kernel
 from ._io import Image, as_image, check_positive, data_range_of
-from ._poly import LocalFit, local_fit
+from ._poly import fit_numbers, local_fit
 from .regression import check_order
 
-__all__ = ["steering_kernel_regression", "steering_matrices"]
+__all__ = ["steering_field", "steering_kernel_regression", "steering_matrices"]
 
 PILOTS = ("nlm", "image")
+
+# Float64 numbers per pixel of a region that the steering matrices' computation holds.
+_STRUCTURE = 12
+
+
+def _numbers(channels: int) -> int:
+    """Temporary numbers (of the image's dtype) per pixel of a block's region at the
+    pipeline's peak: the pilot, the gradients and the steering field with its
+    log-weight (5 float64 numbers) beside the steering fit's own arrays, or beside the
+    computation of the field."""
+    kept = 3 * channels + 10
+    return kept + max(fit_numbers(channels, 2, 6), 2 * _STRUCTURE)
 
 
 def _box_sum(x: torch.Tensor, radius: int) -> torch.Tensor:
@@ -57,6 +80,61 @@ def _box_sum(x: torch.Tensor, radius: int) -> torch.Tensor:
     out = rows[..., 0:width].clone()
     for u in range(1, 2 * radius + 1):
         out.add_(rows[..., u:u + width])
+    return out
+
+
+def _structure(gradient: torch.Tensor, window: int, lambda_elongation: float,
+               lambda_scale: float, alpha: float) -> tuple[torch.Tensor, ...]:
+    """``cos theta``, ``sin theta`` (of ``v1``) and ``log`` of the eigenvalues
+    ``gamma sigma`` and ``gamma / sigma`` of ``C``, float64 ``(H, W)`` each.
+
+    The gradients are scaled by a power of two into ``(-1, 1)`` (exact) before
+    they are squared, the scale put back in logarithms: any finite gradient
+    gives finite logarithms (``-inf`` only with ``lambda_scale = 0``).
+    """
+    if gradient.ndim == 3:
+        gradient = gradient[:, None]
+    g = gradient.to(torch.float64)
+    e = peak_exponent(g)
+    g = scale_pow2(g, -e, inplace=g is not gradient)
+    gr, gc = g[0], g[1]
+    a = _box_sum((gr * gr).sum(0), window)
+    b = _box_sum((gr * gc).sum(0), window)
+    c = _box_sum((gc * gc).sum(0), window)
+    del g, gr, gc
+    half = 0.5 * (a + c)
+    disc = torch.sqrt((0.5 * (a - c)).square() + b.square())
+    theta = 0.5 * torch.atan2(2.0 * b, a - c)  # direction of v1, the dominant gradient
+    del a, b, c
+    s1 = (half + disc).clamp_(min=0.0).sqrt_()  # singular values times 2^-e
+    s2 = half.sub_(disc).clamp_(min=0.0).sqrt_()
+    del disc
+    try:
+        lam = math.ldexp(lambda_elongation, -e)
+    except OverflowError:  # gradients far below lambda': round kernels
+        lam = math.inf
+    log_elong = torch.log(s1 + lam) - torch.log(s2 + lam)
+    log_elong.nan_to_num_(nan=0.0)  # lambda' = inf, or s1 = s2 = lambda' = 0: round
+    # log gamma = alpha (log(s1 s2 + lambda'') - log M), s1 s2 = 4^e times the product here
+    m = float((2 * window + 1) ** 2 * gradient.shape[1])
+    log_prod = s1.log_().add_(s2.log_()).add_(2 * e * math.log(2.0))
+    log_gamma = torch.logaddexp(log_prod, torch.tensor(
+        math.log(lambda_scale) if lambda_scale > 0 else -math.inf, dtype=torch.float64,
+        device=log_prod.device)).sub_(math.log(m)).mul_(alpha)
+    return (torch.cos(theta), torch.sin(theta), log_gamma + log_elong,
+            log_gamma.sub_(log_elong))
+
+
+def _matrices(cos: torch.Tensor, sin: torch.Tensor, log1: torch.Tensor, log2: torch.Tensor,
+              factor: float = 1.0) -> torch.Tensor:
+    """``factor (l1 v1 v1^T + l2 v2 v2^T)``, ``(H, W, 2, 2)``, with ``v1 = (cos, sin)``."""
+    l1, l2 = log1.exp().mul_(factor), log2.exp().mul_(factor)
+    out = torch.empty(*cos.shape, 2, 2, dtype=cos.dtype, device=cos.device)
+    cc, ss, cs = cos * cos, sin * sin, cos * sin
+    torch.addcmul(l1 * cc, l2, ss, out=out[..., 0, 0])
+    torch.addcmul(l1 * ss, l2, cc, out=out[..., 1, 1])
+    torch.mul(l1.sub_(l2), cs, out=out[..., 0, 1])
+    out[..., 1, 0] = out[..., 0, 1]
     return out
 
 
@@ -80,29 +158,38 @@ def steering_matrices(gradient: torch.Tensor, window: int = 2, *,
 
     Returns
     -------
-    torch.Tensor of shape (H, W, 2, 2)
-        Symmetric positive definite, ``det C = gamma^2``.
+    torch.Tensor of shape (H, W, 2, 2), float64
+        Symmetric positive definite, ``det C = gamma^2``; computed in float64
+        from gradients scaled into range, so any finite gradients give finite
+        matrices unless ``gamma sigma`` itself exceeds float64's range.
     """
-    if gradient.ndim == 3:
-        gradient = gradient[:, None]
-    gr, gc = gradient[0], gradient[1]
-    a = _box_sum((gr * gr).sum(0), window)
-    b = _box_sum((gr * gc).sum(0), window)
-    c = _box_sum((gc * gc).sum(0), window)
-    m = float((2 * window + 1) ** 2 * gradient.shape[1])
-    half = 0.5 * (a + c)
-    disc = torch.sqrt((0.5 * (a - c)).square() + b.square())
-    s1 = (half + disc).clamp(min=0.0).sqrt()
-    s2 = (half - disc).clamp(min=0.0).sqrt()
-    theta = 0.5 * torch.atan2(2.0 * b, a - c)  # direction of v1, the dominant gradient
-    v1 = torch.stack([torch.cos(theta), torch.sin(theta)], -1)
-    v2 = torch.stack([-torch.sin(theta), torch.cos(theta)], -1)
-    elong = (s1 + lambda_elongation) / (s2 + lambda_elongation)
-    gamma = ((s1 * s2 + lambda_scale) / m).pow(alpha)
-    outer1 = v1[..., :, None] * v1[..., None, :]
-    outer2 = v2[..., :, None] * v2[..., None, :]
-    return gamma[..., None, None] * (elong[..., None, None] * outer1
-                                     + outer2 / elong[..., None, None])
+    return _matrices(*_structure(gradient, window, lambda_elongation, lambda_scale, alpha))
+
+
+def steering_field(gradient: torch.Tensor, h: float, window: int = 2, *,
+                   lambda_elongation: float = 1.0, lambda_scale: float = 0.01,
+                   alpha: float = 0.5, dtype: torch.dtype = torch.float64
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The steering kernel's blocks: ``Q_x = C / (2 h^2)`` per key and ``log sqrt(det C)``.
+
+    The blocks of :func:`~nadaraya.kernels.quadratic.steering_kernel`, with
+    the log-weight from ``C``'s eigenvalues (exact however elongated ``C``
+    is) and the eigenvalues of ``C`` capped at ``sqrt`` of the largest number
+    of ``dtype`` (the grid engine's compute dtype), so that ``Q_x`` is finite
+    there: a key with such an eigenvalue has no weight at any other pixel.
+
+    Returns
+    -------
+    field : torch.Tensor of shape (H, W, 2, 2), float64
+    log_weight : torch.Tensor of shape (H, W), float64
+    """
+    cos, sin, log1, log2 = _structure(gradient, window, lambda_elongation, lambda_scale,
+                                      alpha)
+    cap = 0.5 * math.log(torch.finfo(dtype).max)
+    log1.clamp_(max=cap)
+    log2.clamp_(max=cap)
+    log_weight = 0.5 * (log1 + log2)
+    return _matrices(cos, sin, log1, log2, 1.0 / (2.0 * h * h)), log_weight
 
 
 def default_h(sigma255: float) -> float:
@@ -121,31 +208,35 @@ def default_range(sigma255: float) -> float:
     return 0.6 + 0.2 * min(max((25.0 - sigma255) / 15.0, 0.0), 1.0)
 
 
-def _pilot(img: Image, pilot: Any, sigma: float | None, full: float) -> torch.Tensor:
-    """The pilot estimate ``(c, H, W)``: the first gradients come from it."""
+def _pilot_stage(img: Image, pilot: Any, sigma: float | None, full: float
+                 ) -> tuple[Callable[[Block], torch.Tensor], int]:
+    """The pilot estimate on a block's region ``(c, h, w)`` (the first gradients come
+    from it), and the halo it needs."""
     data = img.data
-    if isinstance(pilot, str):
-        if pilot not in PILOTS:
+    if not isinstance(pilot, str):
+        given = as_image(pilot, "pilot", dtype=data.dtype).data.to(data.device)
+        if given.shape != data.shape:
             raise NadarayaError(
-                f"pilot must be one of {', '.join(map(repr, PILOTS))} or an image; "
-                f"got {pilot!r}."
+                f"pilot must have the image's size and channels {tuple(data.shape)} "
+                f"(channels, height, width); got {tuple(given.shape)}."
             )
-        if pilot == "image":
-            return data
-        from .denoise import recipe
-        from .nlm import non_local_means
-
-        assert sigma is not None
-        layout = data[0] if img.gray else data.permute(1, 2, 0)
-        out = non_local_means(layout, **recipe("nlm", sigma, full))
-        return out[None] if img.gray else out.permute(2, 0, 1)
-    out = as_image(pilot, "pilot", dtype=data.dtype).data.to(data.device)
-    if out.shape != data.shape:
+        return lambda block: block.read(given), 0
+    if pilot not in PILOTS:
         raise NadarayaError(
-            f"pilot must have the image's size and channels {tuple(data.shape)} "
-            f"(channels, height, width); got {tuple(out.shape)}."
+            f"pilot must be one of {', '.join(map(repr, PILOTS))} or an image; got {pilot!r}."
         )
-    return out
+    if pilot == "image":
+        return lambda block: block.read(data), 0
+    from .denoise import recipe
+    from .nlm import filter_region, nlm_halo, patch_weights
+
+    assert sigma is not None
+    params = recipe("nlm", sigma, full)
+    kernel = nlm_kernel(params["h"], patch_weights(params["patch_size"]), img.channels,
+                        sigma=params["sigma"])
+    offsets = window_offsets(params["search_radius"], 2, device=data.device)
+    return (lambda block: filter_region(block.read(data), kernel, offsets, "reflect"),
+            nlm_halo(kernel, offsets))
 
 
 def _check(iterations: Any, window: Any, lambda_elongation: Any, lambda_scale: Any,
@@ -229,8 +320,8 @@ def steering_kernel_regression(
         0-255 scale down to ``0.6 sigma`` from 25 on, unless ``pilot="image"``
         (then None); None: the steering kernel alone.
     data_range : float, optional
-        The image's full scale: 255 for uint8; for floats 1.0 when every
-        value is within [-1, 1], else 255.
+        The image's full scale: the integer dtype's maximum (255 for uint8);
+        for floats the span ``max - min`` of the data.
 
     Returns
     -------
@@ -278,25 +369,36 @@ def steering_kernel_regression(
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
     data = img.data
-    first = _pilot(img, pilot, sigma, full)
-    start = local_fit(first, classic_kernel(initial_h),
-                      window_offsets(math.ceil(3.0 * initial_h - 1e-9), device=data.device), 2)
-    gradient = start.gradient
+    pilot_of, pilot_halo = _pilot_stage(img, pilot, sigma, full)
+    first_offsets = window_offsets(math.ceil(3.0 * initial_h - 1e-9), device=data.device)
     offsets = window_offsets(radius, 2, device=data.device)
-    source, guide = data, first
-    fit: LocalFit | None = None
-    for it in range(iterations):
-        cov = steering_matrices(gradient * to255, window, lambda_elongation=lambda_elongation,
-                                lambda_scale=lambda_scale, alpha=alpha)
-        kernel = steering_kernel(h, cov)
-        if range_sigma is not None:
-            kernel = QuadraticKernel(None, 1.0 / (2.0 * range_sigma ** 2),
-                                     position_field=kernel.position_field,
-                                     key_log_weight=kernel.key_log_weight, ndim=2)
-        last = it == iterations - 1
-        fit = local_fit(source, kernel, offsets, order if last else 2,
-                        guide=None if range_sigma is None else guide)
-        gradient = fit.gradient
-        source = guide = fit.value
-    assert fit is not None
-    return img.back(fit.value)
+    structure = {"window": window, "lambda_elongation": lambda_elongation,
+                 "lambda_scale": lambda_scale, "alpha": alpha, "dtype": data.dtype}
+    # 1 / (2 range_sigma^2), at most the largest float (a range_sigma whose square
+    # underflows weighs any difference of the pilot's values by 0 either way)
+    photometric = None if range_sigma is None else min(0.5 / range_sigma / range_sigma,
+                                                       sys.float_info.max)
+
+    def one(block: Block) -> torch.Tensor:
+        source = block.read(data)
+        guide = pilot_of(block)
+        fit = local_fit(guide, classic_kernel(initial_h), first_offsets, 2)
+        for it in range(iterations):
+            assert fit.gradient is not None
+            field, log_weight = steering_field(fit.gradient * to255, h, **structure)
+            del fit
+            kernel = QuadraticKernel(None, photometric, position_field=field,
+                                     key_log_weight=log_weight, ndim=2)
+            del field, log_weight
+            last = it == iterations - 1
+            fit = local_fit(source, kernel, offsets, order if last else 2,
+                            guide=None if photometric is None else guide)
+            del kernel
+            source = guide = fit.value
+        return source
+
+    # an output depends on the pilot's halo, the first fit's window, and per iteration
+    # the gradient window behind each C and the steering fit's window
+    halo = pilot_halo + int(first_offsets.abs().max()) + iterations * (window + radius)
+    per_pixel = data.element_size() * _numbers(data.shape[0])
+    return img.back(run_blocks(one, torch.empty_like(data), halo, per_pixel))

@@ -1,0 +1,204 @@
+"""Peak memory of each face against the working-memory budget.
+
+Each case runs in a fresh Python process (``--child``), with the budget set by
+``nadaraya.config_context(working_memory=...)``. The child imports nadaraya,
+builds its input, runs the face once on a small input (what loads lazily is
+loaded, thread pools started), then resets the kernel's peak resident set size
+(``/proc/self/clear_refs``) and runs the face on the full input. Its peak is
+``VmHWM`` after the run minus ``VmRSS`` before it: every byte the call held at
+once, its output included, its input not. Where the kernel cannot reset the
+peak, the peak of the whole child is taken (an upper bound: it includes
+building the input) and the table says so.
+
+* Image filters: a ``size`` x ``size`` gray float32 image, scikit-image's
+  ``camera`` tiled, plus Gaussian noise of s.d. 25 (0-255 scale).
+  ``nlm``: non-local means, patch 7, search radius 7; ``bilateral``:
+  sigma_space 2.5, sigma_color 62.5; ``kr``: classic kernel regression,
+  order 2, h 1.5; ``skr``: steering kernel regression with its defaults
+  (non-local means pilot) and ``sigma`` given; ``reconstruct``: 10 % of the
+  pixels at random positions, the defaults (order 2), ``empty="nan"`` (the
+  ``"nearest"`` policy adds a KD-tree over all the samples).
+* More faces are a :func:`case` away: a function building the input and
+  returning the call to measure, registered under a name, e.g. the engine's
+  ``smooth`` (registered here as ``smooth``, not run by default: ``--points``
+  random 2-D points, Gaussian kernel), the estimators or attention.
+
+The table lists the peak above the baseline next to the budget and the
+output's size, and the ratio of the peak less the output to the budget.
+
+Run::
+
+    python benchmarks/bench_peak_memory.py                          # 4000 x 4000, 256 MiB
+    python benchmarks/bench_peak_memory.py --size 2000 --budget 64 --cases nlm,skr
+    python benchmarks/bench_peak_memory.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Call = Callable[[], Any]
+# name -> (build(args) -> (call on the full input, call on a small input, output bytes))
+CASES: dict[str, Callable[[argparse.Namespace], tuple[Call, Call, int]]] = {}
+DEFAULT = ("nlm", "bilateral", "kr", "skr", "reconstruct")
+SIGMA = 25.0
+
+
+def case(name: str) -> Callable[[Callable[[argparse.Namespace], tuple[Call, Call, int]]],
+                                Callable[[argparse.Namespace], tuple[Call, Call, int]]]:
+    """Register a case: ``build(args)`` returns the call to measure, the same call on a
+    small input (run first) and the output's size in bytes."""
+    def register(build: Callable[[argparse.Namespace], tuple[Call, Call, int]]
+                 ) -> Callable[[argparse.Namespace], tuple[Call, Call, int]]:
+        CASES[name] = build
+        return build
+    return register
+
+
+def noisy_image(size: int, seed: int = 0) -> np.ndarray:
+    """``camera`` tiled to ``size`` x ``size``, plus noise of s.d. 25; float32."""
+    from skimage.data import camera
+
+    base = camera().astype(np.float32)
+    reps = -(-size // base.shape[0])
+    img = np.tile(base, (reps, reps))[:size, :size]
+    rng = np.random.default_rng(seed)
+    return (img + SIGMA * rng.standard_normal(img.shape, dtype=np.float32)).astype(np.float32)
+
+
+def _filter(name: str, function: str, **params: Any) -> None:
+    """Register the image filter ``nadaraya.image.<function>`` with ``params``."""
+    def build(args: argparse.Namespace) -> tuple[Call, Call, int]:
+        import nadaraya.image
+
+        run = getattr(nadaraya.image, function)
+        img, small = noisy_image(args.size), noisy_image(64)
+        return lambda: run(img, **params), lambda: run(small, **params), img.nbytes
+    case(name)(build)
+
+
+_filter("nlm", "non_local_means", h=0.75 * SIGMA, sigma=1.15 * SIGMA, patch_size=7,
+        search_radius=7)
+_filter("bilateral", "bilateral", sigma_space=2.5, sigma_color=2.5 * SIGMA)
+_filter("kr", "kernel_regression", h=1.5, order=2)
+_filter("skr", "steering_kernel_regression", sigma=SIGMA)
+
+
+@case("reconstruct")
+def _reconstruct(args: argparse.Namespace) -> tuple[Call, Call, int]:
+    from nadaraya.image import reconstruct
+
+    def samples(size: int) -> tuple[np.ndarray, np.ndarray]:
+        img = noisy_image(size)
+        rng = np.random.default_rng(1)
+        n = size * size // 10
+        pts = rng.uniform(-0.5, size - 0.5, (n, 2))
+        cells = np.clip(np.rint(pts), 0, size - 1).astype(int)
+        return pts, img[cells[:, 0], cells[:, 1]]
+
+    pts, vals = samples(args.size)
+    few = samples(64)
+    shape = (args.size, args.size)
+    # pixels without a sample within the window stay NaN: empty="nearest" would add a
+    # KD-tree over all the samples
+    return (lambda: reconstruct(pts, vals, shape, empty="nan"),
+            lambda: reconstruct(*few, (64, 64), empty="nan"), args.size**2 * 4)
+
+
+@case("smooth")
+def _smooth(args: argparse.Namespace) -> tuple[Call, Call, int]:
+    import nadaraya
+
+    rng = np.random.default_rng(0)
+    x = rng.random((args.points, 2))
+    y = rng.random(args.points)
+    xs, ys = x[:500], y[:500]
+    return (lambda: nadaraya.smooth(x, x, y, "gaussian", bandwidth=0.01),
+            lambda: nadaraya.smooth(xs, xs, ys, "gaussian", bandwidth=0.01), x.shape[0] * 8)
+
+
+# -- the child ------------------------------------------------------------------
+def _status(field: str) -> int:
+    """A ``/proc/self/status`` field in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return _status("VmHWM") <= _status("VmRSS") + (1 << 20)
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    import nadaraya
+
+    run, warm, out_bytes = CASES[args.child](args)
+    with nadaraya.config_context(working_memory=args.budget):
+        warm()
+        reset = _reset_peak()
+        before = _status("VmRSS")
+        start = time.perf_counter()
+        result = run()
+        seconds = time.perf_counter() - start
+    peak = _status("VmHWM") - before
+    del result
+    return {"peak": peak, "reset": reset, "seconds": seconds, "out_bytes": out_bytes}
+
+
+def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one case in a fresh process: its peak bytes above the baseline, its seconds,
+    its output's bytes and whether the peak was reset before the call."""
+    cmd = [sys.executable, __file__, "--child", name, "--size", str(args.size), "--budget",
+           str(args.budget), "--points", str(args.points)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise RuntimeError(f"case {name} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", type=int, default=4000, help="image side in pixels")
+    parser.add_argument("--budget", type=float, default=256.0, help="working memory, MiB")
+    parser.add_argument("--cases", default=",".join(DEFAULT),
+                        help=f"comma-separated case names (default {','.join(DEFAULT)})")
+    parser.add_argument("--points", type=int, default=20000, help="points of the smooth case")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)))
+        return
+    if args.list:
+        print(", ".join(sorted(CASES)))
+        return
+    names = [n.strip() for n in args.cases.split(",") if n.strip()]
+    print(f"peak memory above the baseline, {args.size} x {args.size} gray float32 "
+          f"(smooth: {args.points} points), budget {args.budget:g} MiB")
+    print(f"{'case':<12} {'budget MiB':>10} {'output MiB':>10} {'peak MiB':>9} "
+          f"{'(peak-out)/budget':>18} {'seconds':>8}")
+    mib = 2.0**20
+    for name in names:
+        r = measure(name, args)
+        ratio = (r["peak"] - r["out_bytes"]) / (args.budget * mib)
+        note = "" if r["reset"] else "  (peak not reset: includes building the input)"
+        print(f"{name:<12} {args.budget:>10.0f} {r['out_bytes'] / mib:>10.1f} "
+              f"{r['peak'] / mib:>9.1f} {ratio:>18.2f} {r['seconds']:>8.1f}{note}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
