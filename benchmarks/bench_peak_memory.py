@@ -18,10 +18,14 @@ building the input) and the table says so.
   (non-local means pilot) and ``sigma`` given; ``reconstruct``: 10 % of the
   pixels at random positions, the defaults (order 2), ``empty="nan"`` (the
   ``"nearest"`` policy adds a KD-tree over all the samples).
-* More faces are a :func:`case` away: a function building the input and
-  returning the call to measure, registered under a name, e.g. the engine's
-  ``smooth`` (registered here as ``smooth``, not run by default: ``--points``
-  random 2-D points, Gaussian kernel), the estimators or attention.
+* The other faces, on ``--points`` points: ``smooth``, the engine (random
+  2-D points, Gaussian kernel, h 0.01); ``knearest``, the same under
+  ``KNearest(k)`` with ``k = n`` (a mask that hides nothing holds no table);
+  ``regressor``, :class:`~nadaraya.estimators.NadarayaWatsonRegressor`
+  predicting its float32 training points; ``attention``,
+  :func:`~nadaraya.nn.functional.kernel_attention` (rbf, 4 heads of 64, one
+  sequence of ``--tokens`` tokens, no gradient). More are a :func:`case`
+  away.
 
 The table lists the peak above the baseline next to the budget and the
 output's size, and the ratio of the peak less the output to the budget.
@@ -30,6 +34,8 @@ Run::
 
     python benchmarks/bench_peak_memory.py                          # 4000 x 4000, 256 MiB
     python benchmarks/bench_peak_memory.py --size 2000 --budget 64 --cases nlm,skr
+    python benchmarks/bench_peak_memory.py --cases smooth,knearest,regressor,attention \\
+        --points 50000 --tokens 8192 --budget 64
     python benchmarks/bench_peak_memory.py --list
 """
 
@@ -126,6 +132,49 @@ def _smooth(args: argparse.Namespace) -> tuple[Call, Call, int]:
             lambda: nadaraya.smooth(xs, xs, ys, "gaussian", bandwidth=0.01), x.shape[0] * 8)
 
 
+@case("knearest")
+def _knearest(args: argparse.Namespace) -> tuple[Call, Call, int]:
+    import nadaraya
+    from nadaraya.masks import KNearest
+
+    rng = np.random.default_rng(0)
+    x = rng.random((args.points, 2))
+    y = rng.random(args.points)
+    xs, ys = x[:500], y[:500]
+    # k >= n: the mask hides nothing and must hold no (m, n) table
+    return (lambda: nadaraya.smooth(x, x, y, "gaussian", KNearest(args.points), bandwidth=0.01),
+            lambda: nadaraya.smooth(xs, xs, ys, "gaussian", KNearest(500), bandwidth=0.01),
+            x.shape[0] * 8)
+
+
+@case("regressor")
+def _regressor(args: argparse.Namespace) -> tuple[Call, Call, int]:
+    from nadaraya.estimators import NadarayaWatsonRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.random((args.points, 2)).astype(np.float32)
+    y = np.sin(6 * X.sum(1)).astype(np.float32)
+    model = NadarayaWatsonRegressor(bandwidth=0.05).fit(X, y)
+    small = NadarayaWatsonRegressor(bandwidth=0.05).fit(X[:500], y[:500])
+    return (lambda: model.predict(X), lambda: small.predict(X[:500]), X.shape[0] * 8)
+
+
+@case("attention")
+def _attention(args: argparse.Namespace) -> tuple[Call, Call, int]:
+    import torch
+
+    from nadaraya.nn.functional import kernel_attention
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, args.tokens, 64, generator=gen) for _ in range(3))
+
+    def run(n: int) -> Any:
+        with torch.no_grad():
+            return kernel_attention(q[..., :n, :], k[..., :n, :], v[..., :n, :], "rbf")
+
+    return lambda: run(args.tokens), lambda: run(256), q.numel() * 4
+
+
 # -- the child ------------------------------------------------------------------
 def _status(field: str) -> int:
     """A ``/proc/self/status`` field in bytes."""
@@ -163,7 +212,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one case in a fresh process: its peak bytes above the baseline, its seconds,
     its output's bytes and whether the peak was reset before the call."""
     cmd = [sys.executable, __file__, "--child", name, "--size", str(args.size), "--budget",
-           str(args.budget), "--points", str(args.points)]
+           str(args.budget), "--points", str(args.points), "--tokens", str(args.tokens)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode:
         raise RuntimeError(f"case {name} failed:\n{proc.stderr[-2000:]}")
@@ -177,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cases", default=",".join(DEFAULT),
                         help=f"comma-separated case names (default {','.join(DEFAULT)})")
     parser.add_argument("--points", type=int, default=20000, help="points of the smooth case")
+    parser.add_argument("--tokens", type=int, default=8192, help="tokens of the attention case")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -481,9 +481,18 @@ def smooth_batched(
         # values centred on their midpoint: the kernel's backward forms g . v_j - g . out,
         # which would cancel a common offset of the values to its rounding
         centre = _value_frame(values, dropout_p)[0]
+        framed = values - centre
+        e, p = qa.shape[-1], framed.shape[-1]
+        if e != p:
+            # torch's flash kernels take one head size for queries, keys and values; with
+            # two, it falls back to a kernel that holds every score at once. Zero columns
+            # change no dot product and no mean.
+            width = max(e, p)
+            qa, ka = (torch.nn.functional.pad(t, (0, width - e)) for t in (qa, ka))
+            framed = torch.nn.functional.pad(framed, (0, width - p))
         out = torch.nn.functional.scaled_dot_product_attention(
-            qa, ka, values - centre, attn_mask=attn_mask, dropout_p=dropout_p,
-            is_causal=is_causal, scale=1.0) + centre
+            qa, ka, framed, attn_mask=attn_mask, dropout_p=dropout_p,
+            is_causal=is_causal, scale=1.0)[..., :p] + centre
         empties = None
         if attn_mask is not None:
             seen = attn_mask if attn_mask.dtype == torch.bool else attn_mask > -math.inf
