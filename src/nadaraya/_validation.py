@@ -15,7 +15,15 @@ import torch
 
 from ._errors import NadarayaError
 
-__all__ = ["ArrayKind", "as_tensor", "check_finite", "compute_dtype", "kind_of", "to_caller"]
+__all__ = [
+    "ArrayKind",
+    "as_input",
+    "as_tensor",
+    "check_finite",
+    "compute_dtype",
+    "kind_of",
+    "to_caller",
+]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,98 @@ def compute_dtype(dtype: Any) -> torch.dtype:
     return torch.float64
 
 
+def _pandas_array(x: Any) -> np.ndarray | None:
+    """A pandas object with nullable (extension) numeric columns as NumPy, missing as NaN.
+
+    pandas' nullable dtypes (``Float64``, ``Int64``, ``boolean``, ...) have no
+    NumPy dtype of their own, and NumPy turns a missing value (``pd.NA``) or a
+    table of such columns into an object array. Here they become the NumPy
+    dtype of their values, and float64 with NaN where values are missing (so
+    that :func:`check_finite` names those rows). None for anything else: NumPy's
+    own conversion serves it (plain columns, categoricals, strings).
+    """
+    if not type(x).__module__.startswith("pandas") or not hasattr(x, "to_numpy"):
+        return None
+    dtypes = list(x.dtypes) if getattr(x, "ndim", 1) == 2 else [x.dtype]
+    if all(isinstance(d, np.dtype) for d in dtypes):
+        return None
+    numeric = [d if isinstance(d, np.dtype) else getattr(d, "numpy_dtype", None) for d in dtypes]
+    if not numeric or any(d is None or d.kind not in "biuf" for d in numeric):
+        return None
+    target = np.result_type(*numeric)
+    if bool(np.asarray(x.isna()).any()):
+        return x.to_numpy(dtype=target if target.kind == "f" else np.float64, na_value=np.nan)
+    return x.to_numpy(dtype=target)
+
+
+def _check_tensor(t: torch.Tensor, name: str) -> torch.Tensor:
+    """``t`` if it holds real numbers the engines can read; a quantized tensor dequantized."""
+    if t.is_complex():
+        raise NadarayaError(
+            f"{name} must be real; got a complex tensor. Pass its real part or its modulus."
+        )
+    if t.is_nested:
+        raise NadarayaError(
+            f"{name} must be one dense tensor; got a nested tensor. Pad it into one, e.g. "
+            f"{name}.to_padded_tensor(0.0), or smooth each of its tensors apart."
+        )
+    if t.layout != torch.strided:
+        raise NadarayaError(
+            f"{name} must be a dense tensor; got layout {str(t.layout).replace('torch.', '')}. "
+            f"Pass {name}.to_dense()."
+        )
+    return t.dequantize() if t.is_quantized else t
+
+
+def as_input(x: Any, name: str) -> torch.Tensor | np.ndarray:
+    """Check that ``x`` holds real numbers; a tensor, or ``x`` as a NumPy array.
+
+    Tensors are returned as they are (dequantized if quantized); anything else
+    becomes a NumPy array in native byte order, without a copy where NumPy
+    makes none. pandas' nullable dtypes become their NumPy dtype, with NaN for
+    missing values (float64 for nullable integers and booleans that have
+    some); so do the masked entries of a ``numpy.ma.MaskedArray``. Shapes,
+    NaN and infinity are not checked here.
+
+    Parameters
+    ----------
+    x : array-like, pandas object or torch.Tensor
+        The input.
+    name : str
+        The parameter name used in error messages.
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+    """
+    if isinstance(x, torch.Tensor):
+        return _check_tensor(x, name)
+    if (isinstance(x, np.ma.MaskedArray) and x.dtype.kind in "biuf"
+            and np.ma.getmaskarray(x).any()):
+        x = (x if x.dtype.kind == "f" else x.astype(np.float64)).filled(np.nan)
+    arr = _pandas_array(x)
+    if arr is None:
+        try:
+            arr = np.asarray(x)
+        except Exception as exc:  # ragged lists and other unconvertible input
+            raise NadarayaError(
+                f"{name} must be an array of numbers; could not convert {_kind_name(x)}: {exc}"
+            ) from None
+    if np.iscomplexobj(arr):
+        raise NadarayaError(
+            f"{name} must be real; got complex dtype {arr.dtype}. "
+            "Pass its real part or its modulus."
+        )
+    if arr.dtype.kind not in "biuf":
+        raise NadarayaError(
+            f"{name} must hold numbers; got dtype {arr.dtype}. "
+            "Convert it, e.g. with np.asarray(x, dtype=float)."
+        )
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return arr
+
+
 def as_tensor(
     x: Any,
     name: str,
@@ -63,8 +163,8 @@ def as_tensor(
 
     Parameters
     ----------
-    x : array-like or torch.Tensor
-        The input.
+    x : array-like, pandas object or torch.Tensor
+        The input (see :func:`as_input` for what is accepted).
     name : str
         The parameter name used in error messages.
     ndim : tuple of int
@@ -77,31 +177,23 @@ def as_tensor(
     -------
     torch.Tensor
         Floating tensor; NaN and inf are *not* checked here (see
-        :func:`check_finite`).
+        :func:`check_finite`). A read-only array is copied (torch tensors are
+        writable), so the caller's data is never exposed to a write.
     """
+    x = as_input(x, name)
     if isinstance(x, torch.Tensor):
+        if x.device.type == "meta":
+            raise NadarayaError(
+                f"{name} is on the 'meta' device, which holds no numbers; pass a tensor on the "
+                "CPU or an accelerator."
+            )
         t = x
-        if t.is_complex():
-            raise NadarayaError(
-                f"{name} must be real; got a complex tensor. Pass its real part or its modulus."
-            )
     else:
-        try:
-            arr = np.asarray(x)
-        except Exception as exc:  # ragged lists and other unconvertible input
-            raise NadarayaError(
-                f"{name} must be an array of numbers; could not convert {_kind_name(x)}: {exc}"
-            ) from None
-        if np.iscomplexobj(arr):
-            raise NadarayaError(
-                f"{name} must be real; got complex dtype {arr.dtype}. "
-                "Pass its real part or its modulus."
-            )
-        if arr.dtype.kind not in "biuf":
-            raise NadarayaError(
-                f"{name} must hold numbers; got dtype {arr.dtype}. "
-                "Convert it, e.g. with np.asarray(x, dtype=float)."
-            )
+        arr = x
+        if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
+            arr = arr.astype(np.float64)  # long double: torch has no such dtype
+        elif not arr.flags.writeable:
+            arr = arr.copy()
         # ascontiguousarray makes a 0-D array 1-D; keep the shape for the check below.
         t = torch.from_numpy(np.ascontiguousarray(arr).reshape(arr.shape))
     if t.ndim not in ndim:
@@ -128,11 +220,12 @@ def check_finite(t: torch.Tensor, name: str) -> None:
 
 
 def kind_of(x: Any) -> ArrayKind:
-    """Remember what kind of array the caller passed."""
+    """Remember what kind of array the caller passed (after :func:`as_input`, or as given)."""
     if isinstance(x, torch.Tensor):
         return ArrayKind(True, x.dtype, x.device)
-    arr = np.asarray(x)
-    dtype = arr.dtype if arr.dtype.kind == "f" else np.dtype(np.float64)
+    arr = x if isinstance(x, np.ndarray) else _pandas_array(x)
+    dtype = (arr if arr is not None else np.asarray(x)).dtype
+    dtype = dtype.newbyteorder("=") if dtype.kind == "f" else np.dtype(np.float64)
     return ArrayKind(False, dtype, torch.device("cpu"))
 
 

@@ -76,11 +76,12 @@ CASES: dict[str, tuple[Callable[[], Any], str]] = {
                                r"softmax kernel takes no bandwidth"),
     "bandwidth-with-function": (_call(kernel=lambda q, k: q @ k.T, bandwidth=0.3),
                                 r"bandwidth cannot be used with a kernel function"),
-    "metric-shape": (_call(bandwidth=np.eye(2)), r"metric must have one column per feature "
-                                                 r"\(3\); got shape \(2, 2\)"),
+    "metric-shape": (_call(bandwidth=np.eye(2)),
+                     r"metric \(or a 2-D bandwidth, taken as the metric L\) must have one column "
+                     r"per feature \(3\); got shape \(2, 2\)"),
     "metric-nan": (_call(bandwidth=np.full((3, 3), np.nan)), r"bandwidth must be finite"),
     "metric-object-shape": (_call(kernel=K.Laplacian(metric=np.eye(4))),
-                            r"metric must have one column per feature"),
+                            r"metric \(or a 2-D bandwidth.*\) must have one column per feature"),
     "metric-object-1d": (lambda: K.Gaussian(metric=np.ones(3)), r"metric must be a 2-D"),
     "metric-and-bandwidth": (lambda: K.Gaussian(0.5, metric=np.eye(3)),
                              r"either bandwidth or metric"),

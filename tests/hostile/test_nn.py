@@ -204,8 +204,10 @@ def _attend(p: dict, dtype: torch.dtype, engine: str, need_weights: bool,
     def cast(t: torch.Tensor) -> torch.Tensor:
         x = t.to(dtype)
         if seed and x.is_floating_point():  # one rounding: relative, or a subnormal's spacing
+            # (a whole spacing of either sign: the differences of subnormals are
+            # known to one spacing, whatever the seed)
             u = torch.as_tensor(rng.uniform(-1, 1, (2, *x.shape)), dtype=dtype)
-            x = x * (1 + eps * u[0]) + _subnormal(p["dtype"]) * u[1] * (x != 0)
+            x = x * (1 + eps * u[0]) + _subnormal(p["dtype"]) * torch.sign(u[1]) * (x != 0)
         return x
 
     inputs = [cast(t).requires_grad_() for t in (p["q"], p["k"], p["v"])]
@@ -329,9 +331,12 @@ def _check_contract(p: dict, engine: str, need_weights: bool) -> None:
         with np.errstate(over="ignore", invalid="ignore"):
             floor = limits["eps"] * scale
             natural = scale + pull * (1 + size.max(initial=0.0))
+        # value differences are known to one subnormal spacing, and the keys' gradient
+        # weighs them by the queries: |g| |q| L spacings
+        spacing = tiny if name != "k" else max(tiny, limits["tiny"] * _top(g) * _top(p["q"]) * L)
         assert_like_float64(a, b, list(c), what=f"{where}: gradient of {name}", floor=floor,
                             loose=rows, headroom=16.0, natural=natural,
-                            **{**limits, "tiny": tiny})
+                            **{**limits, "tiny": spacing})
 
 
 def _top(x: torch.Tensor) -> float:
@@ -526,15 +531,19 @@ def _run_module(m: dict, dtype: torch.dtype, seed: int = 0):
     """Output, weights, and gradients of inputs and parameters, in ``dtype``.
 
     With ``seed``, every parameter and input is rounded once at random (by the
-    unit roundoff of the problem's dtype) and the kernel is :class:`_Rounded`.
+    unit roundoff of the problem's dtype, and by its smallest subnormal: the
+    products of subnormal inputs are rounded to multiples of it) and the
+    kernel is :class:`_Rounded`.
     """
     module = copy.deepcopy(m["module"]).to(dtype)
-    eps = float(_finfo(m["dtype"]).eps)
+    eps, sub = float(_finfo(m["dtype"]).eps), _subnormal(m["dtype"])
     rng = np.random.default_rng(seed)
 
     def rounded(t: torch.Tensor) -> torch.Tensor:
         if seed and t.is_floating_point():
-            return t * torch.as_tensor(1 + eps * rng.uniform(-1, 1, tuple(t.shape)), dtype=dtype)
+            shape = tuple(t.shape)
+            relative = torch.as_tensor(1 + eps * rng.uniform(-1, 1, shape), dtype=dtype)
+            return t * relative + torch.as_tensor(sub * rng.uniform(-1, 1, shape), dtype=dtype)
         return t
 
     if seed:
@@ -608,9 +617,15 @@ def test_module_keeps_the_float64_result(m: dict) -> None:
         # gradient that vanishes in float64 (a scale-invariant kernel in one
         # dimension), 4 |g| |out| / |x|; the chain rule through the projections
         # needs headroom.
-        scale = top
+        scale: float | np.ndarray = top
         if x is not None and _top(x) > 0:
-            scale = max(top, min(4 * g * out / _top(x), float(info.max)))
+            size = x.detach().double().abs()
+            if x.shape == b.shape and x.ndim:  # an input: the natural scale of each row
+                size = size.amax(-1).reshape(-1).numpy()
+                with np.errstate(divide="ignore"):
+                    scale = np.maximum(top, np.minimum(4 * g * out / size, float(info.max)))
+            else:
+                scale = max(top, min(4 * g * out / float(size.max()), float(info.max)))
         assert_like_float64(a, b, c, what=f"{dtype}: {what}", floor=limits["eps"] * scale,
                             loose=np.full(rows, loose), headroom=16.0, natural=top,
                             **{**limits, "tiny": float(info.smallest_normal)})

@@ -8,7 +8,7 @@ import torch
 
 from .._config import get_config
 from .._errors import NadarayaError
-from .._validation import as_tensor, check_finite, compute_dtype, kind_of, to_caller
+from .._validation import as_input, as_tensor, check_finite, compute_dtype, kind_of, to_caller
 from ..bandwidth import resolve_bandwidth
 from ..kernels import Kernel, get_kernel
 from ..masks import Mask, Problem, get_mask
@@ -33,15 +33,14 @@ def _points(x: Any, name: str, dtype: torch.dtype, device: torch.device) -> torc
 
 
 def _dtype_device(*arrays: Any) -> tuple[torch.dtype, torch.device]:
+    """The compute dtype and device of inputs already through :func:`as_input`."""
     dtypes, devices = [], set()
     for a in arrays:
         if a is None:
             continue
+        dtypes.append(compute_dtype(a.dtype))
         if isinstance(a, torch.Tensor):
-            dtypes.append(compute_dtype(a.dtype))
             devices.add(a.device)
-        else:
-            dtypes.append(compute_dtype(getattr(a, "dtype", None) or float))
     if len(devices) > 1:
         raise NadarayaError(
             f"queries, keys and values must be on one device; got {sorted(map(str, devices))}. "
@@ -53,9 +52,20 @@ def _dtype_device(*arrays: Any) -> tuple[torch.dtype, torch.device]:
     return dtype, (devices.pop() if devices else torch.device("cpu"))
 
 
+def _inputs(queries: Any, keys: Any, values: Any | None) -> tuple[Any, Any, Any]:
+    """The three inputs as tensors or NumPy arrays of real numbers (pandas' nullable included).
+
+    Converted inputs pass through unchanged, so :func:`smooth` converts once to read
+    the caller's kind from the arrays the engine computes with.
+    """
+    return (as_input(queries, "queries"), as_input(keys, "keys"),
+            None if values is None else as_input(values, "values"))
+
+
 def build_job(queries: Any, keys: Any, values: Any | None, kernel: Any, mask: Any,
               bandwidth: Any) -> tuple[Job, bool]:
     """Validate inputs and bind kernel and mask; returns the job and whether values were 1-D."""
+    queries, keys, values = _inputs(queries, keys, values)
     dtype, device = _dtype_device(queries, keys, values)
     q = _points(queries, "queries", dtype, device)
     k = _points(keys, "keys", dtype, device)
@@ -168,6 +178,7 @@ def smooth(
     (50,)
     """
     check_policy(empty)
+    queries, keys, values = _inputs(queries, keys, values)
     job, squeeze = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)
     check_options(job, return_lse)
@@ -249,6 +260,7 @@ def weights(
     True
     """
     check_policy(empty)
+    queries, keys, _ = _inputs(queries, keys, None)
     job, _ = build_job(queries, keys, None, kernel, mask, bandwidth)
     need = job.m * job.n * job.dtype.itemsize / 2**20
     budget = get_config().working_memory

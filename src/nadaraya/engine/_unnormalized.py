@@ -237,36 +237,41 @@ def finish(job: Job, state: SmoothState, empty: str) -> torch.Tensor:
     if job.normalize and not signed:
         out = apply_empty_policy(job, state, empty)
         if job.p and job.n:
-            # rounding may take a mean past the values' range, and 2^e past the dtype's
+            # rounding may take a mean past the values' range, and 2^e past the dtype's;
+            # the clamp corrects rounding only, so the gradient is the mean's own
+            # (straight through: a clamp's zero gradient would drop it at the edges)
             values = job.values.detach()
-            out = torch.clamp(out, values.amin(dim=0), values.amax(dim=0))
+            clamped = torch.clamp(out.detach(), values.amin(dim=0), values.amax(dim=0))
+            out = clamped + (out - out.detach()) if out.requires_grad else clamped
         return times_power_of_two(out, e)
     if job.normalize:
         out = times_power_of_two(apply_empty_policy(job, state, empty, problem=(
             "have a signed weight sum of zero (to rounding), so normalize=True cannot divide "
             "by it. Use normalize=False, or pass empty='nan' (NaN there) or empty='nearest' "
             "(the value of the key with the largest weight).")), e)
-        _check_overflow(job, out, "the weighted means of", "")
+        _check_overflow(job, out, "the weighted means of")
         return out
     if signed:
         out = times_power_of_two(state.acc, e)
-        _check_overflow(job, out, "the weighted sums of", "")
+        _check_overflow(job, out, "the weighted sums of")
         return out
     out = times_exp(state.acc, state.offset, e)
-    _check_overflow(job, out, "the unnormalized sums of", (
-        ", or use normalize=True with return_lse=True for the log of the row sums "
-        f"(here up to {float(state.lse.max()):.4g})"))
+    _check_overflow(job, out, "the unnormalized sums of", lse=state.lse)
     return out
 
 
-def _check_overflow(job: Job, out: torch.Tensor, what: str, more: str) -> None:
-    """Raise when some results are beyond the dtype's range."""
+def _check_overflow(job: Job, out: torch.Tensor, what: str,
+                    lse: torch.Tensor | None = None) -> None:
+    """Raise when some results are beyond the dtype's range (``lse``: the log row sums)."""
     over = torch.isinf(out).any(dim=1)
     if not bool(over.any()):
         return
     rows = torch.nonzero(over).flatten()
     name = str(job.dtype).replace("torch.", "")
     wider = ", compute in float64" if job.dtype != torch.float64 else ""
+    more = "" if lse is None else (
+        ", or use normalize=True with return_lse=True for the log of the row sums "
+        f"(here up to {float(lse.detach().max()):.4g})")
     raise NadarayaError(
         f"normalize={job.normalize}: {what} {_describe(rows, job.m)} overflow {name} (their "
         f"magnitude exceeds {torch.finfo(job.dtype).max:.4g}). Rescale the values or the "

@@ -72,11 +72,13 @@ def _whitener(k: torch.Tensor) -> torch.Tensor:
     ``matrix_rank`` rule) count as zero, so a rank-deficient ``K`` gives the
     pseudo-inverse.
     """
-    _, s, vh = torch.linalg.svd(k.detach() if not k.requires_grad else k, full_matrices=False)
-    if s.numel() == 0 or float(s[0]) == 0.0:
+    _, s, vh = torch.linalg.svd(k, full_matrices=False)
+    # the rank is a decision, not a function of the keys: read from detached values
+    top = float(s[0].detach()) if s.numel() else 0.0
+    if top == 0.0:
         return k.new_zeros(k.shape[1], 0)
-    tol = float(s[0]) * max(k.shape) * torch.finfo(k.dtype).eps
-    r = int((s > tol).sum())
+    tol = top * max(k.shape) * torch.finfo(k.dtype).eps
+    r = int((s.detach() > tol).sum())
     return vh[:r].T / s[:r]
 
 

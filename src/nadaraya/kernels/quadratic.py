@@ -31,6 +31,7 @@ over window offsets and computes patch distances by filtering.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -318,22 +319,47 @@ class QuadraticKernel(Kernel):
 
 
 def _positive(value: float, name: str) -> float:
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RuntimeError):
         raise NadarayaError(f"{name} must be a positive number; got {value!r}.") from None
     if not (math.isfinite(v) and v > 0):
         raise NadarayaError(f"{name} must be a positive number; got {value!r}.")
     return v
 
 
+def _square(scale: float, name: str, factor: float, form: str) -> float:
+    """``factor * scale^2``, checked so that its reciprocal (an entry of ``Q``) is a normal number.
+
+    ``Q`` holds ``1 / (factor scale^2)``: beyond float64's normal range it would be
+    infinite (a division by zero once the square underflows) or zero. The error
+    names ``name`` and the range of scales that ``Q`` can represent; ``form`` is
+    the denominator as the docs write it (``"2 h^2"``).
+    """
+    square = factor * scale * scale
+    if 1.0 / sys.float_info.max <= square <= 1.0 / sys.float_info.min:
+        return square
+    low = 1.0 / math.sqrt(sys.float_info.max) / math.sqrt(factor)
+    high = 1.0 / math.sqrt(sys.float_info.min) / math.sqrt(factor)
+    raise NadarayaError(
+        f"{name} must lie between about {low:.3g} and {high:.3g}, where the kernel's "
+        f"1 / ({form}) is a normal float64 number; got {name}={scale!r}. (Far below that "
+        f"range only exact matches would keep a weight; far above it every neighbour would "
+        f"weigh alike.) Choose {name} within it, or rescale the data and {name} together."
+    )
+
+
 def classic_kernel(h: float, ndim: int = 2) -> QuadraticKernel:
     """Classic kernel regression: ``Q_x = I / (2 h^2)``, ``Q_y = 0``.
 
-    The Gaussian of standard deviation ``h`` pixels on positions only.
+    The Gaussian of standard deviation ``h`` pixels on positions only; ``h``
+    between about 5.3e-155 and 4.7e153 (where ``1 / (2 h^2)`` is a normal
+    float64 number), else :class:`~nadaraya.NadarayaError`.
     """
     h = _positive(h, "h")
-    return QuadraticKernel(position=1.0 / (2.0 * h * h), ndim=ndim)
+    return QuadraticKernel(position=1.0 / _square(h, "h", 2.0, "2 h^2"), ndim=ndim)
 
 
 def bilateral_kernel(sigma_space: float, sigma_color: float, ndim: int = 2) -> QuadraticKernel:
@@ -341,11 +367,14 @@ def bilateral_kernel(sigma_space: float, sigma_color: float, ndim: int = 2) -> Q
 
     ``t = [x; y(x)]``: Gaussian in position (standard deviation ``s_x``
     pixels) times Gaussian in the pixel's colour (``s_y``, the image's units,
-    Euclidean over channels).
+    Euclidean over channels). Both scales lie between about 5.3e-155 and
+    4.7e153 (where ``1 / (2 s^2)`` is a normal float64 number), else
+    :class:`~nadaraya.NadarayaError`.
     """
     sx = _positive(sigma_space, "sigma_space")
     sy = _positive(sigma_color, "sigma_color")
-    return QuadraticKernel(position=1.0 / (2.0 * sx * sx), value=1.0 / (2.0 * sy * sy),
+    return QuadraticKernel(position=1.0 / _square(sx, "sigma_space", 2.0, "2 sigma_space^2"),
+                           value=1.0 / _square(sy, "sigma_color", 2.0, "2 sigma_color^2"),
                            ndim=ndim)
 
 
@@ -379,11 +408,19 @@ def nlm_kernel(h: float, patch: Any, channels: int, *, sigma: float = 0.0) -> Qu
     ndim = g.ndim
     if float(g.sum()) <= 0:
         raise NadarayaError("patch weights must not all be zero.")
-    scale = 1.0 / (channels * float(g.sum()) * h * h)
-    sigma = float(sigma)
+    scale = 1.0 / _square(h, "h", channels * float(g.sum()), "c sum(g) h^2")
+    sigma = float(sigma.detach() if isinstance(sigma, torch.Tensor) else sigma)
     if not (math.isfinite(sigma) and sigma >= 0):
         raise NadarayaError(f"sigma must be a number >= 0; got {sigma!r}.")
-    return QuadraticKernel(None, scale, patch=g, ndim=ndim, noise=2.0 * sigma * sigma / (h * h))
+    ratio = sigma / h
+    noise = 2.0 * ratio * ratio
+    if not math.isfinite(noise):
+        raise NadarayaError(
+            f"sigma / h must be below about {math.sqrt(sys.float_info.max / 2):.3g}, where the "
+            f"noise offset 2 sigma^2 / h^2 is a float64 number; got sigma={sigma!r} and "
+            f"h={h!r}. So large a noise level weighs every patch alike: lower sigma or raise h."
+        )
+    return QuadraticKernel(None, scale, patch=g, ndim=ndim, noise=noise)
 
 
 def steering_kernel(h: float, covariance: Any) -> QuadraticKernel:
@@ -398,6 +435,21 @@ def steering_kernel(h: float, covariance: Any) -> QuadraticKernel:
     """
     h = _positive(h, "h")
     c = _tensor(covariance, "covariance")
+    if c.ndim < 2 or c.shape[-1] != c.shape[-2]:
+        raise NadarayaError(
+            f"covariance must have shape (n_keys, d, d); got {tuple(c.shape)}."
+        )
     d = c.shape[-1]
     logdet = 0.5 * torch.logdet(c.reshape(-1, d, d)).reshape(c.shape[:-2])
-    return QuadraticKernel(position_field=c / (2.0 * h * h), ndim=d, key_log_weight=logdet)
+    if not bool(torch.isfinite(logdet).all()):
+        raise NadarayaError(
+            "covariance must hold positive-definite matrices (each determinant > 0); some "
+            "are singular or indefinite. Regularise them, e.g. C + 1e-6 * I."
+        )
+    field = c / _square(h, "h", 2.0, "2 h^2")
+    if not bool(torch.isfinite(field).all()):
+        raise NadarayaError(
+            f"covariance / (2 h^2) overflows float64 (h={h!r}, largest entry of covariance "
+            f"{float(c.abs().max()):.3g}); raise h or scale the covariance down."
+        )
+    return QuadraticKernel(position_field=field, ndim=d, key_log_weight=logdet)
