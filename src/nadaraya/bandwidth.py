@@ -81,7 +81,15 @@ _RULES = {"scott": scott, "silverman": silverman}
 
 def resolve_bandwidth(bandwidth: Any, keys: torch.Tensor, kernel: Any) -> Any:
     """Turn a rule name into numbers and check numbers; pass None through."""
-    if bandwidth is None or isinstance(bandwidth, torch.Tensor):
+    if bandwidth is None:
+        return bandwidth
+    if isinstance(bandwidth, torch.Tensor):
+        if bandwidth.layout != torch.strided or bandwidth.is_meta or bandwidth.is_complex():
+            raise NadarayaError(
+                f"bandwidth must be a dense real tensor with values; got a {bandwidth.layout} "
+                f"{bandwidth.dtype} tensor on {bandwidth.device}. Pass a number, or a dense "
+                "real tensor on the data's device (e.g. bandwidth.to_dense())."
+            )
         return bandwidth
     if isinstance(bandwidth, str):
         try:

@@ -423,3 +423,15 @@ def test_the_range_guard_keeps_the_gradient_of_the_mean(engine: str, values: str
     (grad,) = torch.autograd.grad(fn(v).sum(), v)
     torch.testing.assert_close(grad.sum(0), torch.full((v.shape[1],), 5.0,
                                                        dtype=torch.float64))
+
+
+@pytest.mark.parametrize("kind", ["meta", "sparse", "complex"])
+def test_a_bandwidth_tensor_without_real_values_is_refused_by_name(kind: str) -> None:
+    x = np.linspace(0.0, 1.0, 10)
+    bandwidth = {"meta": lambda: torch.empty((), device="meta"),
+                 "sparse": lambda: torch.tensor([0.7], dtype=torch.float64).to_sparse(),
+                 "complex": lambda: torch.tensor(0.3 + 0.1j)}[kind]()
+    with pytest.raises(nadaraya.NadarayaError, match=r"^bandwidth must be a dense real tensor"):
+        nadaraya.smooth(x, x, x, bandwidth=bandwidth)
+    dense = nadaraya.smooth(x, x, x, bandwidth=torch.tensor(0.7, dtype=torch.float64))
+    np.testing.assert_array_equal(dense, nadaraya.smooth(x, x, x, bandwidth=0.7))

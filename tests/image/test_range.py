@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from nadaraya.image import (
     bilateral,
@@ -92,3 +93,35 @@ def test_float32_within_2e_6_of_float64(name: str) -> None:
     assert out32.dtype == np.float32 and not np.isnan(out32).any()
     error = np.abs(out32.astype(np.float64) - out64).max() / np.abs(out64).max()
     assert error <= 2e-6, error
+
+
+@pytest.mark.parametrize("scale", [40.0, 1e10, 1e150])
+def test_scales_beyond_the_image_use_a_window_of_its_size(rng: np.random.Generator,
+                                                          scale: float) -> None:
+    # the default window is capped at the image's larger side: a scale near the float
+    # range asked for more offsets than memory holds (or overflowed an int)
+    from nadaraya.image import bilateral, kernel_regression, steering_kernel_regression
+
+    img = rng.random((12, 15))
+    side = max(img.shape)
+    np.testing.assert_array_equal(kernel_regression(img, scale),
+                                  kernel_regression(img, scale, radius=side))
+    np.testing.assert_array_equal(bilateral(img, scale, 0.3),
+                                  bilateral(img, scale, 0.3, radius=side))
+    np.testing.assert_array_equal(steering_kernel_regression(img, scale),
+                                  steering_kernel_regression(img, scale, radius=side + 1))
+
+
+def test_an_image_that_requires_grad_is_refused_by_name() -> None:
+    # the filters return no gradient: a tensor that asks for one is refused, not dropped
+    from nadaraya import NadarayaError
+    from nadaraya.image import bilateral, kernel_regression, non_local_means
+
+    img = torch.full((6, 6), 0.3, dtype=torch.float64, requires_grad=True)
+    for run in (lambda x: bilateral(x, 1.0, 0.5), lambda x: kernel_regression(x, 1.0),
+                lambda x: non_local_means(x, 0.1, patch_size=3, search_radius=2)):
+        with pytest.raises(NadarayaError, match=r"image requires grad.*detach"):
+            run(img)
+        with torch.no_grad():
+            assert torch.isfinite(run(img)).all()
+        assert torch.equal(run(img.detach()), run(img.detach()))

@@ -90,6 +90,12 @@ def as_image(image: Any, name: str = "image", *, dtype: torch.dtype | None = Non
     """
     is_torch = isinstance(image, torch.Tensor)
     if is_torch:
+        if image.requires_grad and torch.is_grad_enabled():
+            raise NadarayaError(
+                f"{name} requires grad, but the image filters return results without a "
+                f"gradient. Pass {name}.detach(), or run under torch.no_grad(); for a "
+                "differentiable smoother use nadaraya.smooth on the pixels."
+            )
         t = image.detach()
         in_dtype = t.dtype
         if t.is_complex():

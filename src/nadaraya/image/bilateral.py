@@ -31,9 +31,14 @@ __all__ = ["bilateral"]
 _PER_CHANNEL, _PER_PIXEL = 6, 3
 
 
-def opencv_radius(sigma_space: float) -> int:
-    """OpenCV's window radius when ``d <= 0``: ``max(round(1.5 sigma_space), 1)``."""
-    return max(round(1.5 * sigma_space), 1)
+def opencv_radius(sigma_space: float, shape: tuple[int, int] | None = None) -> int:
+    """OpenCV's window radius when ``d <= 0``: ``max(round(1.5 sigma_space), 1)``.
+
+    With the image's ``shape`` (height, width), at most its larger side (see
+    :func:`~nadaraya.image.regression.default_radius`).
+    """
+    reach = 1.5 * sigma_space if shape is None else min(1.5 * sigma_space, float(max(shape)))
+    return max(round(reach), 1)
 
 
 def bilateral(image: Any, sigma_space: float, sigma_color: float, radius: int | None = None,
@@ -61,7 +66,8 @@ def bilateral(image: Any, sigma_space: float, sigma_color: float, radius: int | 
         (0-255 for uint8).
     radius : int, optional
         Window radius in pixels; default ``max(round(1.5 sigma_space), 1)``
-        (OpenCV's ``d = 0``; pass ``d // 2`` to match a given ``d``).
+        (OpenCV's ``d = 0``; pass ``d // 2`` to match a given ``d``), at most
+        the image's larger side.
     window : {"disk", "square"}, default "disk"
         Offsets with ``||o|| <= radius`` (OpenCV) or ``|o_k| <= radius``.
     border : {"reflect", "symmetric", "edge", "wrap"}, default "reflect"
@@ -85,7 +91,7 @@ def bilateral(image: Any, sigma_space: float, sigma_color: float, radius: int | 
     sigma_color = check_positive(sigma_color, "sigma_color",
                                  "Pass the colour s.d. in the image's units (0-255 for uint8).")
     if radius is None:
-        radius = opencv_radius(sigma_space)
+        radius = opencv_radius(sigma_space, img.shape)
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
     offsets = window_offsets(radius, 2, window, device=img.data.device)

@@ -245,7 +245,8 @@ def reconstruct(points: Any, values: Any, shape: Any, method: str = "classic", *
         samples, or samples nearly on a line for order 1, on a conic for
         order 2), the next lower degree is fitted.
     radius : int, optional
-        Half-side of the window; default ``ceil(3 h)``.
+        Half-side of the window; default ``ceil(3 h)``, at most the grid's
+        larger side.
     iterations : int, default 2
         Steering fits (``method="steering"``).
     empty : {"raise", "nan", "nearest"}, default "raise"
@@ -300,11 +301,11 @@ def reconstruct(points: Any, values: Any, shape: Any, method: str = "classic", *
                             f"{inflation!r}. Pass e.g. 8.0, or math.inf for no limit.")
     h = check_positive(h, "h", "Pass the kernel scale in pixels.")
     order = check_order(order)
+    pts, img, shape = _samples(points, values, shape)
     if radius is None:
-        radius = default_radius(h)
+        radius = default_radius(h, shape)
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
-    pts, img, shape = _samples(points, values, shape)
     if empty == "nan" and img.integer:
         raise NadarayaError("empty='nan' needs float values (integers cannot hold NaN); "
                             "pass values.astype(float) or empty='nearest'.")

@@ -28,9 +28,15 @@ from ._poly import fit_numbers, local_fit
 __all__ = ["default_radius", "kernel_regression"]
 
 
-def default_radius(h: float) -> int:
-    """Window radius covering three standard deviations: ``ceil(3 h)``, at least 1."""
-    return max(1, math.ceil(3.0 * h - 1e-9))
+def default_radius(h: float, shape: tuple[int, int] | None = None) -> int:
+    """Window radius covering three standard deviations: ``ceil(3 h)``, at least 1.
+
+    With the image's ``shape`` (height, width), at most its larger side: a
+    wider window reads only mirrored copies of the image (and a scale near
+    the float range would ask for more offsets than memory holds).
+    """
+    reach = 3.0 * h if shape is None else min(3.0 * h, float(max(shape)))
+    return max(1, math.ceil(reach - 1e-9))
 
 
 def check_order(order: Any) -> int:
@@ -58,7 +64,8 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
     order : {0, 1, 2}, default 0
         Degree of the local polynomial (2: local quadratic).
     radius : int, optional
-        Half-side of the window; default ``ceil(3 h)``. Near the border the
+        Half-side of the window; default ``ceil(3 h)``, at most the image's
+        larger side. Near the border the
         window is clipped to the image.
 
     Returns
@@ -78,7 +85,7 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
     h = check_positive(h, "h", "Pass the Gaussian's standard deviation in pixels.")
     order = check_order(order)
     if radius is None:
-        radius = default_radius(h)
+        radius = default_radius(h, img.shape)
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
     offsets = window_offsets(radius, 2, device=img.data.device)

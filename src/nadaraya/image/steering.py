@@ -46,7 +46,7 @@ from ..engine._lattice import _pad, window_offsets
 from ..kernels.quadratic import QuadraticKernel, classic_kernel, nlm_kernel
 from ._io import Image, as_image, check_positive, data_range_of
 from ._poly import fit_numbers, local_fit
-from .regression import check_order
+from .regression import check_order, default_radius
 
 __all__ = ["steering_field", "steering_kernel_regression", "steering_matrices"]
 
@@ -301,7 +301,8 @@ def steering_kernel_regression(
         Degree of the local polynomial of the last fit (earlier fits are of
         order 2: their gradients steer the next one).
     radius : int, optional
-        Half-side of the window; default ``ceil(3 h) + 1``.
+        Half-side of the window; default ``ceil(3 h) + 1`` (``ceil(3 h)`` at
+        most the image's larger side).
     window : int, default 2
         Radius of the gradient window behind each ``C`` (5 x 5).
     lambda_elongation, lambda_scale, alpha : float
@@ -365,12 +366,12 @@ def steering_kernel_regression(
         initial_h = 0.5 if is_image else 1.0
     initial_h = check_positive(initial_h, "initial_h")
     if radius is None:
-        radius = math.ceil(3.0 * h - 1e-9) + 1
+        radius = default_radius(h, img.shape) + 1
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
     data = img.data
     pilot_of, pilot_halo = _pilot_stage(img, pilot, sigma, full)
-    first_offsets = window_offsets(math.ceil(3.0 * initial_h - 1e-9), device=data.device)
+    first_offsets = window_offsets(default_radius(initial_h, img.shape), device=data.device)
     offsets = window_offsets(radius, 2, device=data.device)
     structure = {"window": window, "lambda_elongation": lambda_elongation,
                  "lambda_scale": lambda_scale, "alpha": alpha, "dtype": data.dtype}
