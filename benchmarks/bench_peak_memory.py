@@ -7,9 +7,9 @@ loaded, thread pools started), then resets the kernel's peak resident set size
 (``/proc/self/clear_refs``) and runs the face on the full input. Its peak is
 ``VmHWM`` after the run minus ``VmRSS`` before it: every byte the call held at
 once, its output included, its input not (glibc is told to return large
-blocks at once, ``MALLOC_MMAP_THRESHOLD_``, so its cache does not count). Where the kernel cannot reset the
-peak, the peak of the whole child is taken (an upper bound: it includes
-building the input) and the table says so.
+blocks at once, ``MALLOC_MMAP_THRESHOLD_``, so its cache does not count).
+Where the kernel cannot reset the peak, the peak of the whole child is taken
+(an upper bound: it includes building the input) and the table says so.
 
 * Image filters: a ``size`` x ``size`` gray float32 image, scikit-image's
   ``camera`` tiled, plus Gaussian noise of s.d. 25 (0-255 scale).
