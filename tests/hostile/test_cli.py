@@ -63,20 +63,9 @@ def _inputs_unchanged(monkeypatch: pytest.MonkeyPatch):
     yield from guard_inputs(monkeypatch)
 
 
-def _tiny(value: str) -> bool:
-    try:
-        return any(0 < float(v) < 1e-100 for v in value.split(","))
-    except ValueError:
-        return False
-
-
 #: Defects outside the command line's files (reported to their owners), by command, option and
 #: value: the suite skips these examples and keeps one strict xfail case for each.
-KNOWN: list[tuple[Command, str, Any, str]] = [
-    (("fit",), "bandwidth", _tiny,
-     "nadaraya.estimators: a bandwidth below about 1e-150 overflows the local-polynomial "
-     "design, and the error blames 'values' instead of the bandwidth"),
-]
+KNOWN: list[tuple[Command, str, Any, str]] = []
 
 
 def known(command: Command, dest: str, value: str) -> str | None:

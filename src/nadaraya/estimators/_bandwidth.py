@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import NadarayaError
+from . import _frame
 from ._loo import CRITERIA
 from ._search import SearchResult, coordinate_search
 
@@ -57,11 +58,25 @@ def check_bandwidth(bandwidth: Any, n_features: int | None = None) -> Any:
 
 def weighted_spread(X: np.ndarray, w: np.ndarray, ddof: float = 0.0
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted mean and standard deviation of each feature (``w`` as frequencies)."""
-    total = w.sum()
-    mean = w @ X / total
-    var = w @ (X - mean) ** 2 / max(total - ddof, np.finfo(float).tiny)
-    return mean, np.sqrt(var)
+    """Weighted mean and standard deviation of each feature (``w`` as frequencies).
+
+    A constant feature has exactly its value as mean and zero spread (not the
+    rounding of the weighted sums, which would pass for a tiny spread). The
+    sums are taken on the weights, and each feature's deviations, divided by a
+    power of two near their largest (see :mod:`._frame`): weights and features
+    of any magnitude give the same result, with no square out of range.
+    """
+    e = _frame.exponent(w)
+    wf = _frame.to_frame(w, e)
+    total = wf.sum()
+    constant = (X == X[:1]).all(axis=0)
+    mean = np.where(constant, X[0], wf @ X / total)
+    dev = X - mean
+    shifts = np.array([_frame.exponent(dev[:, f]) for f in range(X.shape[1])], dtype=int)
+    dof = total - ddof * _frame.unit(e) if ddof else total
+    var = wf @ _frame.to_frame(dev, shifts) ** 2 / (dof if dof > 0 else np.finfo(float).tiny)
+    sd = _frame.from_frame(np.sqrt(var), shifts)
+    return mean, np.where(constant, 0.0, sd)
 
 
 def rule_bandwidth(name: str, X: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -72,7 +87,13 @@ def rule_bandwidth(name: str, X: np.ndarray, w: np.ndarray) -> np.ndarray:
     the repeated rows.
     """
     n, d = X.shape[0], X.shape[1]
-    total = float(w.sum())
+    log_n = _frame.log_sum(w)
+    if n >= 2 and not log_n > 0:
+        raise NadarayaError(
+            f"bandwidth={name!r} counts sample weights as samples and needs their total "
+            f"above 1; got {math.exp(log_n):.3g}. Give bandwidth as a number or 'cv', or "
+            "scale sample_weight up."
+        )
     _, sd = weighted_spread(X, w, ddof=1.0)
     if n < 2 or (sd <= 0).any():
         cols = np.flatnonzero(sd <= 0).tolist()
@@ -80,8 +101,8 @@ def rule_bandwidth(name: str, X: np.ndarray, w: np.ndarray) -> np.ndarray:
             f"bandwidth={name!r} needs spread in every feature; feature(s) {cols} of X are "
             "constant (or there is one sample). Give bandwidth as a number instead."
         )
-    effective = total * (d + 2) / 4.0 if name == "silverman" else total
-    return sd * effective ** (-1.0 / (d + 4))
+    log_n += math.log((d + 2) / 4.0) if name == "silverman" else 0.0
+    return sd * math.exp(-log_n / (d + 4))
 
 
 def _min_gap(x: np.ndarray) -> float:
@@ -95,6 +116,10 @@ RESOLUTION = 1e-12
 #: Above this many samples the search first runs on a subsample of this size.
 SUBSAMPLE = 10_000
 
+#: Budget of criterion evaluations per searched bandwidth: a bound on the cost that settled
+#: searches stay below (10 features usually take 800 to 2,000 evaluations in all).
+EVALUATIONS = 500
+
 
 def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.ndarray], float]],
                      X: np.ndarray, w: np.ndarray, *, scale: float = 1.0, xtol: float = 1e-4,
@@ -106,6 +131,13 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
     between the feature's values and 100 times its range. A constant feature
     gets an infinite bandwidth (it carries no information). ``scale`` is the
     size of the criterion's values (the target's variance, say).
+
+    With at least as many (non-constant) features as the total weight ``n``,
+    the data cannot fix one bandwidth per feature: the search is then on one
+    factor common to all features, ``h = a h0``. A search that has not settled
+    after :data:`EVALUATIONS` evaluations per searched bandwidth (the common
+    factor counts as one) ends at the best bandwidth evaluated, with
+    ``converged=False``.
 
     With more than ``2 * subsample`` rows the search runs first on a fixed
     random subsample of ``subsample`` rows; its bandwidth, times
@@ -127,11 +159,12 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
     if n > 2 * subsample:
         rows = np.sort(np.random.RandomState(0).choice(n, subsample, replace=False))
         first = _search(objective_for(rows), X[rows], w[rows], scale=scale, xtol=1e-2)
-        factor = (w[rows].sum() / w.sum()) ** (1.0 / (d + 4))
+        factor = math.exp((_frame.log_sum(w[rows]) - _frame.log_sum(w)) / (d + 4))
         result = _search(objective_for(None), X, w, scale=scale, xtol=max(xtol, 1e-3),
                          start=first.bandwidth * factor)
         result.history = first.history + result.history
         result.subsample = len(first.history)
+        result.converged = first.converged and result.converged
         return result
     return _search(objective_for(None), X, w, scale=scale, xtol=xtol)
 
@@ -140,28 +173,34 @@ def _search(objective: Callable[[np.ndarray], float], X: np.ndarray, w: np.ndarr
             scale: float, xtol: float, start: np.ndarray | None = None) -> SearchResult:
     d = X.shape[1]
     _, sd = weighted_spread(X, w)
-    total = float(w.sum())
+    log_n = _frame.log_sum(w)  # the total weight, which may lie beyond the float range
     span = X.max(axis=0) - X.min(axis=0)
     active = span > 0
     gaps = np.array([_min_gap(X[:, f]) for f in range(d)])
     lower = np.where(active, np.maximum(gaps / 4.0, 1e-9 * span), 1.0)
     upper = np.where(active, 100.0 * span, 1.0)
-    h0 = 1.06 * sd * total ** (-1.0 / (4 + d)) if start is None else start
+    h0 = 1.06 * sd * math.exp(-log_n / (4 + d)) if start is None else start
     h0 = np.where(active, np.clip(np.nan_to_num(h0, posinf=np.inf), lower, upper), 1.0)
     # Criteria are compared to twelve digits of the target's scale, so that rounding
     # (the order of the rows, repeated rows versus weights) does not steer the search.
-    quantum = 10.0 ** math.floor(math.log10(RESOLUTION * (scale if scale > 0 else 1.0)))
+    size = scale if 0 < scale < math.inf else 1.0
+    quantum = 10.0 ** math.floor(math.log10(RESOLUTION * size))
 
     def full(h: np.ndarray) -> float:
         value = objective(np.where(active, h, np.inf))
-        return round(value / quantum) * quantum if math.isfinite(value) else value
+        steps = value / quantum
+        return round(steps) * quantum if math.isfinite(steps) else value
 
+    n_active = int(active.sum())
+    common = n_active > 1 and math.log(n_active) >= log_n
+    budget = EVALUATIONS * (1 if common else max(n_active, 1))
     if start is None:
         result = coordinate_search(full, h0, lower, upper, active, xtol=xtol,
-                                   n_starts=min(3, int(active.sum())))
+                                   n_starts=min(3, n_active), common=common,
+                                   max_evaluations=budget)
     else:
         result = coordinate_search(full, h0, lower, upper, active, xtol=xtol, refine=True,
-                                   step=0.05)
+                                   step=0.05, common=common, max_evaluations=budget)
     result.bandwidth = np.where(active, result.bandwidth, np.inf)
     for i, (h, value, f) in enumerate(result.history):
         result.history[i] = (np.where(active, h, np.inf), value, f)

@@ -3,28 +3,36 @@
 A fitted smoother stores its training points, the augmented values of its
 local polynomial design (see :mod:`._design`) and the chosen bandwidth;
 predicting is one call of :func:`nadaraya.smooth` plus a per-query solve
-(and, for the rare local-linear queries whose moments about the global
-centre cancel, one more pass each about their own local mean: see
-:func:`._design.solve_exact`; not with a user ``mask``, whose meaning may
+(and, for the queries whose local problem the moments cannot fix to
+rounding, a least-squares solve from their kernel weights: see
+:func:`._direct.solve_exact`; not with a user ``mask``, whose meaning may
 depend on the query's index).
 Fitting always ends with one leave-one-out pass at the chosen bandwidth,
 which gives the leave-one-out score, the smoother diagonal and the effective
 degrees of freedom ``trace(S)`` at no extra cost.
+
+Targets and sample weights are stored and used in a power-of-two frame (see
+:mod:`._frame`); outputs in the targets' units go back through
+:meth:`KernelSmoother._out`.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._errors import NadarayaError
 from ..engine import smooth, weights
 from ..engine._empty import EMPTY_POLICIES
+from . import _frame
 from ._bandwidth import RULES, check_bandwidth, rule_bandwidth, search_bandwidth, weighted_spread
-from ._design import LocalDesign, _powers, solve_exact
+from ._design import LocalDesign, _powers, moment_bits, moment_shift
+from ._direct import DirectRows, LocalRows, solve_exact
 from ._kernel import KernelSpec, check_kernel, is_named_radial, make_spec
 from ._loo import CRITERIA, LooFit, criterion_value, loo_fit
 
@@ -59,20 +67,36 @@ class KernelSmoother(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------
     def _design(self, X: np.ndarray, w: np.ndarray, h: np.ndarray | None) -> LocalDesign:
+        degree = self._degree()
         centre, spread = weighted_spread(X, w)
         spread = np.where(spread > 0, spread, 1.0)
         scale = spread if h is None else np.where(np.isfinite(h), np.minimum(h, spread), spread)
-        extent = float((((X - centre) / scale) ** 2).sum(axis=1).max())
-        return LocalDesign(self._degree(), centre, scale, self._ridge(), self._weighted, extent)
+        shift = moment_shift(X - centre, scale, degree)
+        if shift and self.mask is not None:
+            least = float(np.max(np.abs(X - centre).max(axis=0)
+                                 / np.ldexp(1.0, moment_bits(degree))))
+            raise NadarayaError(
+                f"bandwidth={self.bandwidth!r} is too small for a local polynomial of degree "
+                f"{degree} with a mask: the training points lie more than "
+                f"2^{moment_bits(degree)} bandwidths from their centre, beyond what the "
+                "moments of the fit can hold, and a mask rules out the solve from the kernel "
+                f"weights. Give a bandwidth of at least {least:.3g}, or mask=None."
+            )
+        # the moments hold no coordinates at degree 0; above, the frame keeps them in range
+        frame = np.ldexp(scale, shift)
+        extent = 0.0 if degree == 0 else float((((X - centre) / frame) ** 2).sum(axis=1).max())
+        return LocalDesign(degree, centre, scale, self._ridge(), self._weighted, extent,
+                           shift=shift)
 
     def _loo(self, X: np.ndarray, Y: np.ndarray, w: np.ndarray, h: np.ndarray | None,
              full: bool = True) -> tuple[LooFit, LocalDesign, np.ndarray]:
+        """A leave-one-out pass on targets ``Y`` and weights ``w`` in their frames."""
         spec = make_spec(self.kernel, h, X.shape[1])
         design = self._design(X, w, h)
         wv = w if self._weighted else None
         values = design.values(X, Y, wv)
         fit = loo_fit(spec, design, X, Y, wv, values=values, mask=self.mask,
-                      engine=self.engine, full=full)
+                      engine=self.engine, full=full, unit=self._w_unit)
         return fit, design, values
 
     def _fit_smoother(self, X: np.ndarray, Y: np.ndarray, sample_weight: Any) -> None:
@@ -86,6 +110,12 @@ class KernelSmoother(BaseEstimator):
         self._weighted = sample_weight is not None
         X, Y, w = X[keep], Y[keep], w[keep]
         d = X.shape[1]
+        # targets and weights in their power-of-two frames (exact; see ._frame)
+        self._y_exp = _frame.exponent(Y)
+        Y = _frame.to_frame(Y, self._y_exp)
+        w_exp = _frame.exponent(w) if self._weighted else 0
+        omega = _frame.to_frame(w, w_exp)
+        self._w_unit = _frame.unit(w_exp)
         self.cv_results_ = None
         kept: dict[str, Any] = {}  # the best full-data pass of a search, reused at the end
         if isinstance(h_param, str) and h_param in CRITERIA:
@@ -98,30 +128,42 @@ class KernelSmoother(BaseEstimator):
             weighted = self._weighted
 
             def objective_for(rows: np.ndarray | None) -> Any:
-                Xs, Ys, ws = (X, Y, w) if rows is None else (X[rows], Y[rows], w[rows])
+                Xs, Ys, ws = (X, Y, omega) if rows is None else (X[rows], Y[rows], omega[rows])
 
                 def objective(h: np.ndarray) -> float:
                     loo = self._loo(Xs, Ys, ws, h, full=False)
-                    value = criterion_value(name, loo[0], Ys, ws if weighted else None)
+                    value = criterion_value(name, loo[0], Ys, ws if weighted else None,
+                                            unit=self._w_unit)
                     if rows is None and not value >= kept.get("value", np.inf):
                         kept.update(value=value, h=h.copy(), loo=loo)
                     return value
 
                 return objective
 
+            # criteria are compared on the targets' frame, where they never overflow
             _, spread = weighted_spread(Y, w)
             scale = 1.0 if name == "aicc" else float(np.mean(spread**2))
             result = search_bandwidth(objective_for, X, w, scale=scale)
             h = result.bandwidth
             sub = result.subsample
+            scores = np.array([r[1] for r in result.history[sub:]])
             self.cv_results_ = {
                 "bandwidth": np.array([r[0] for r in result.history[sub:]]),
-                "score": np.array([r[1] for r in result.history[sub:]]),
+                "score": (scores + 2 * self._y_exp * np.log(2.0) if name == "aicc"
+                          else self._out(scores, power=2)),
                 "feature": np.array([r[2] for r in result.history[sub:]], dtype=int),
                 "criterion": name,
                 "at_bound": list(result.at_bound),
                 "subsample_evaluations": sub,
+                "converged": result.converged,
             }
+            if not result.converged:
+                warnings.warn(
+                    f"bandwidth={h_param!r}: the search stopped after "
+                    f"{len(result.history)} evaluations of the criterion before it settled "
+                    f"({d} features); bandwidth_ is the best bandwidth evaluated. Pass "
+                    "bandwidth as a number, one per feature, or 'scott' to skip the search.",
+                    ConvergenceWarning, stacklevel=3)
         elif isinstance(h_param, str) and h_param in RULES:
             h = rule_bandwidth(h_param, X, w)
         elif h_param is None:
@@ -132,10 +174,11 @@ class KernelSmoother(BaseEstimator):
             fit, design, values = kept["loo"]
             fit.complete()
         else:
-            fit, design, values = self._loo(X, Y, w, h)
+            fit, design, values = self._loo(X, Y, omega, h)
         self.X_fit_ = X
-        self._y_train = Y
+        self._y_train = Y  # in the frame of 2^self._y_exp
         self.sample_weight_ = w if self._weighted else None
+        self._omega = omega if self._weighted else None  # in the frame where 1 is _w_unit
         self._values = values
         self._design_ = design
         self._spec = make_spec(self.kernel, h, d)
@@ -144,8 +187,12 @@ class KernelSmoother(BaseEstimator):
                                                 and np.ndim(h_param) == 0))
         self.bandwidth_ = None if h is None else (float(h[0]) if scalar else h.copy())
         self.effective_dof_ = float(np.sum(fit.diag))
-        wv = self.sample_weight_
-        self.cv_score_ = criterion_value("cv", fit, Y, wv)
+        cv = criterion_value("cv", fit, Y, self._omega, unit=self._w_unit)
+        self.cv_score_ = float(self._out(cv, power=2))
+
+    def _out(self, a: Any, power: int = 1) -> Any:
+        """``a`` (in the targets' frame, raised to ``power``) in the targets' units."""
+        return _frame.from_frame(a, self._y_exp, power)
 
     # -- predicting ------------------------------------------------------
     def _means(self, X: np.ndarray, *, return_lse: bool = False, values: Any = None,
@@ -157,18 +204,30 @@ class KernelSmoother(BaseEstimator):
 
     def _solve(self, means: np.ndarray, X: np.ndarray, *, coef: bool = False) -> Any:
         """Fitted values, ``c`` and ``mu0`` at ``X`` from ``means = self._means(X)``."""
-        return self._solve_refitted(means, X, coef=coef)[:3]
+        return self._solve_exact(means, X, coef=coef)[:3]
 
-    def _solve_refitted(self, means: np.ndarray, X: np.ndarray, *, coef: bool = False
-                        ) -> tuple[np.ndarray, Any, np.ndarray, dict[int, LocalDesign]]:
-        """:meth:`_solve`, also returning the recentred design of each refitted row."""
-        local_means = None
-        if self.mask is None and self._design_.degree == 1:
-            def local_means(i: int, local: LocalDesign) -> np.ndarray:
-                values = local.values(self.X_fit_, self._y_train, self.sample_weight_)
-                return self._means(X[i:i + 1], values=values, empty="nan")
+    def _solve_exact(self, means: np.ndarray, X: np.ndarray, *, coef: bool = False
+                        ) -> tuple[np.ndarray, Any, np.ndarray, DirectRows]:
+        """:meth:`_solve`, also returning the rows solved from their kernel weights."""
+        return solve_exact(self._design_, means, X, self._n_outputs, self._local_rows(X),
+                           coef=coef)
 
-        return solve_exact(self._design_, means, X, self._n_outputs, local_means, coef=coef)
+    def _local_rows(self, X: np.ndarray) -> LocalRows | None:
+        """Kernel-weight rows of the queries ``X`` for a direct solve (None: not available).
+
+        Not with a user ``mask`` (its meaning may depend on the query's index), nor
+        for degree 0 (nothing to solve).
+        """
+        if self.mask is not None or self._design_.degree == 0:
+            return None
+        omega = np.ones(self.X_fit_.shape[0]) if self._omega is None else self._omega
+        spec = self._spec
+
+        def rows(idx: np.ndarray) -> np.ndarray:
+            return weights(X[idx], self.X_fit_, spec.kernel, bandwidth=spec.bandwidth,
+                           empty="nan") * omega
+
+        return LocalRows(self.X_fit_, self._y_train, rows, self._omega)
 
     # -- the smoother matrix -----------------------------------------------
     def smoother_matrix(self, X: Any = None) -> np.ndarray:
@@ -193,19 +252,21 @@ class KernelSmoother(BaseEstimator):
         spec = self._spec
         W = weights(Xq, self.X_fit_, spec.kernel, self.mask, bandwidth=spec.bandwidth,
                     empty=self.empty)
-        omega = np.ones(self.X_fit_.shape[0]) if self.sample_weight_ is None \
-            else self.sample_weight_
+        omega = np.ones(self.X_fit_.shape[0]) if self._omega is None else self._omega
         design = self._design_
         if design.degree == 0:
             S = W * omega[None, :]
             return S / S.sum(axis=1, keepdims=True)
         means = self._means(Xq, empty="nan")
         _, c, mu0 = self._solve(means, Xq, coef=True)
-        zq, zk = design.z(Xq), design.z(self.X_fit_)
         S = np.empty_like(W)
         for i in range(Xq.shape[0]):
-            phi = _powers(zk - zq[i], design.basis)
-            S[i] = W[i] * omega * (phi @ c[i]) / mu0[i]
+            # offsets in bandwidths, the frame of c; keys without weight add nothing
+            seen = W[i] != 0
+            with np.errstate(over="ignore", invalid="ignore"):
+                u = np.where(seen[:, None], self.X_fit_ - Xq[i], 0.0) / design.scale
+                phi = _powers(u, design.basis)
+                S[i] = np.where(seen, W[i] * omega * (phi @ c[i]) / mu0[i], 0.0)
         return S
 
     def smoother_diagonal(self) -> np.ndarray:

@@ -98,7 +98,7 @@ class KernelClassifier(ClassifierMixin, KernelSmoother):
         check_is_fitted(self)
         X = self._validate_X(X)
         proba, _, _ = self._solve(self._means(X), X)
-        return np.clip(proba, 0.0, 1.0)
+        return np.clip(self._out(proba), 0.0, 1.0)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of :meth:`predict_proba` (``-inf`` for probability zero)."""

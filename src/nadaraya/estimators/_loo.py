@@ -13,12 +13,15 @@ without an ``n x n`` matrix:
 
 With sample weights, leaving a point out removes one unit of its weight (all
 of it when its weight is below one), so integer weights act as repeated rows.
+The weights may come in a power-of-two frame (see :mod:`._frame`): ``unit``
+is then the caller's weight one in it.
 
-Local-linear rows whose moments cancel about the global centre (see
-:func:`._design.solve_exact`) are refitted about their own local mean with one
-more pass each, the leave-one-out ones with point ``i``'s weight reduced the
-same way (not with a user ``mask``: an index-based mask would change meaning
-in a one-query pass).
+Rows the moment solve cannot fix to rounding (an ill-conditioned or nearly
+rank-deficient local covariance, or moments that cancel about the global
+centre; see :func:`._direct.solve_exact`) are solved again from their kernel
+weights, the leave-one-out ones with point ``i``'s weight reduced the same way
+(not with a user ``mask``: an index-based mask would change meaning for a
+subset of the queries).
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..engine import smooth
+from ..engine import smooth, weights
 from ..masks import LeaveOneOut, MatrixMask, Problem, get_mask
-from ._design import LocalDesign, solve_exact
+from ._design import LocalDesign
+from ._direct import LocalRows, solve_exact
 from ._kernel import KernelSpec
 
 __all__ = ["LooFit", "criterion_value", "loo_fit"]
@@ -79,7 +83,7 @@ def _own_visible(mask: Any, X: np.ndarray) -> np.ndarray:
 
 def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
             w: np.ndarray | None, *, values: np.ndarray | None = None, mask: Any = None,
-            engine: str = "auto", full: bool = True) -> LooFit:
+            engine: str = "auto", full: bool = True, unit: float = 1.0) -> LooFit:
     """Leave-one-out and in-sample fits at the training points, one engine pass.
 
     Parameters
@@ -89,7 +93,7 @@ def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
     X : ndarray of shape (n, n_features)
     Y : ndarray of shape (n, p)
     w : ndarray of shape (n,) or None
-        Sample weights (positive).
+        Sample weights (positive), in any power-of-two frame.
     values : ndarray of shape (n, P), optional
         ``design.values(X, Y, w)`` when already computed.
     mask : optional
@@ -99,6 +103,9 @@ def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
         Also compute the in-sample fit and the smoother diagonal now (else
         :meth:`LooFit.complete` computes them when needed, without another
         engine pass: the leave-one-out criterion does not need them).
+    unit : float, default 1.0
+        The weight one in the frame of ``w``: leaving a point out removes that
+        much of its weight (``inf``: all of every weight).
     """
     p = Y.shape[1]
     A = design.values(X, Y, w) if values is None else values
@@ -114,44 +121,58 @@ def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
     if w is None:
         loo_means = means
     else:
-        keep = np.clip(w - 1.0, 0.0, None) / w
+        keep = np.clip(w - unit, 0.0, None) / w
         loo_means = _add_back(means, A * keep[:, None], np.where(keep > 0, share, 0.0))
-    refit = mask is None and design.degree == 1
+    direct = mask is None and design.degree >= 1
     loo = solve_exact(design, loo_means, X, p,
-                      _local_pass(spec, X, Y, w, engine, True) if refit else None)[0]
-    in_pass = _local_pass(spec, X, Y, w, engine, False) if refit else None
-    fit = LooFit(loo, _rest=(design, in_sample, X, p, w, share, in_pass))
+                      _local_rows(spec, X, Y, w, lse - own, True, unit) if direct else None)[0]
+    in_rows = _local_rows(spec, X, Y, w, None, False, unit) if direct else None
+    fit = LooFit(loo, _rest=(design, in_sample, X, p, w, share, in_rows))
     return fit.complete() if full else fit
 
 
-def _local_pass(spec: KernelSpec, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None,
-                engine: str, leave_out: bool) -> Any:
-    """Means of a recentred design at training point ``i`` (see :func:`solve_exact`).
+def _local_rows(spec: KernelSpec, X: np.ndarray, Y: np.ndarray, w: np.ndarray | None,
+                log_others: np.ndarray | None, leave_out: bool, unit: float = 1.0
+                ) -> LocalRows:
+    """Weight rows of the training points for a direct solve (see :func:`solve_exact`).
 
-    With ``leave_out`` point ``i`` loses one unit of its weight, as in the
-    leave-one-out means: it is hidden when that is all of it (so the other
-    weights are not measured against its own).
+    With ``leave_out`` point ``i`` is hidden from row ``i`` and comes back with
+    one ``unit`` of weight less, as in the leave-one-out means; ``log_others`` is
+    ``lse_{-i} - log K_ii``, the log of the others' kernel sum relative to
+    point ``i``'s own kernel weight.
     """
+    omega = np.ones(X.shape[0]) if w is None else w
 
-    def local_means(i: int, local: LocalDesign) -> np.ndarray:
-        omega, hide = w, None
-        if leave_out and (w is None or w[i] <= 1.0):
-            hide = MatrixMask(np.arange(X.shape[0])[None, :] != i)
-        elif leave_out:
-            omega = w.copy()
-            omega[i] -= 1.0
-        values = local.values(X, Y, omega)
-        return smooth(X[i:i + 1], X, values, spec.kernel, hide, bandwidth=spec.bandwidth,
-                      engine=engine, empty="nan")
+    def rows(idx: np.ndarray) -> np.ndarray:
+        if not leave_out:
+            return weights(X[idx], X, spec.kernel, bandwidth=spec.bandwidth,
+                           empty="nan") * omega
+        cols = np.arange(X.shape[0])
+        hide = MatrixMask(cols[None, :] != idx[:, None])
+        W = weights(X[idx], X, spec.kernel, hide, bandwidth=spec.bandwidth, empty="nan")
+        P = np.nan_to_num(W) * omega
+        extra = np.clip(omega[idx] - unit, 0.0, None)
+        if w is None or not extra.any():
+            return np.where(np.isnan(W).all(axis=1, keepdims=True), np.nan, P)
+        # the others' weights are relative to their own sum, exp(lse_{-i}); point i's
+        # is exp(-log_others) times its remaining weight: the larger side is scaled to one
+        rel = log_others[idx]
+        own_larger = (extra > 0) & (rel < 0)
+        with np.errstate(over="ignore"):
+            others = np.where(own_larger, np.exp(np.where(own_larger, rel, 0.0)), 1.0)
+            own = np.where(extra > 0, extra * np.exp(np.minimum(-rel, 0.0)), 0.0)
+        P *= others[:, None]
+        P[np.arange(idx.size), idx] = own
+        return P
 
-    return local_means
+    return LocalRows(X, Y, rows, w)
 
 
 def _in_sample(design: LocalDesign, in_sample: np.ndarray, X: np.ndarray, p: int,
-               w: np.ndarray | None, share: np.ndarray, in_pass: Any
+               w: np.ndarray | None, share: np.ndarray, in_rows: LocalRows | None
                ) -> tuple[np.ndarray, np.ndarray]:
     """In-sample fitted values and the smoother diagonal from the in-sample means."""
-    fitted, c, mu0, _ = solve_exact(design, in_sample, X, p, in_pass, coef=True)
+    fitted, c, mu0, _ = solve_exact(design, in_sample, X, p, in_rows, coef=True)
     omega = np.ones(X.shape[0]) if w is None else w
     with np.errstate(invalid="ignore", divide="ignore"):
         diag = share * omega * c[:, 0] / mu0
@@ -166,23 +187,24 @@ def _add_back(means: np.ndarray, own: np.ndarray, share: np.ndarray) -> np.ndarr
     return out
 
 
-def criterion_value(name: str, fit: LooFit, Y: np.ndarray, w: np.ndarray | None) -> float:
+def criterion_value(name: str, fit: LooFit, Y: np.ndarray, w: np.ndarray | None,
+                    unit: float = 1.0) -> float:
     """Value of a bandwidth criterion (smaller is better); ``inf`` when undefined.
 
     ``cv``: leave-one-out mean squared error. ``gcv``: ``MSE / (1 - tr S / n)^2``.
     ``aicc``: ``log MSE + (1 + tr S / n) / (1 - (tr S + 2) / n)`` (Hurvich,
     Simonoff and Tsai 1998). Weighted means use the sample weights, and ``n``
-    is their sum.
+    is their sum in units of ``unit`` (the weight one in the frame of ``w``).
     """
     omega = np.ones(Y.shape[0]) if w is None else w
-    total = float(omega.sum())
+    total = float(omega.sum()) / unit
     if name == "cv":
         err = (Y - fit.loo) ** 2
     else:
         err = (Y - fit.complete().fitted) ** 2
     if not np.isfinite(err).all():
         return float("inf")
-    mse = float(omega @ err.mean(axis=1)) / total
+    mse = float(omega @ err.mean(axis=1)) / float(omega.sum())
     if name == "cv":
         return mse
     trace = float(np.sum(fit.diag))

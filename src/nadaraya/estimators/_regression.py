@@ -10,12 +10,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._errors import NadarayaError
 from ._base import KernelSmoother
+from ._direct import solve_rows
 from ._uncertainty import (
     bootstrap_deviations,
     check_level,
     interval,
     pointwise_variance,
     residual_variance,
+    weight_variance,
 )
 
 __all__ = ["LocalPolynomialRegressor", "NadarayaWatsonRegressor"]
@@ -53,8 +55,10 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         Y = y[:, None] if self._y_1d else y
         self._n_outputs = Y.shape[1]
         self._fit_smoother(X, Y, sample_weight)
-        sigma2 = residual_variance(self._y_train, self._loo_fit.fitted, self._loo_fit.diag,
-                                   self.sample_weight_)
+        # sigma^2 in the targets' frame, for the standard errors
+        self._sigma2 = residual_variance(self._y_train, self._loo_fit.fitted,
+                                         self._loo_fit.diag, self._omega, self._w_unit)
+        sigma2 = self._out(self._sigma2, power=2)
         self.residual_variance_ = float(sigma2[0]) if self._y_1d else sigma2
         return self
 
@@ -82,20 +86,24 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         X = self._validate_X(X)
         if not return_std:
             fitted, _, _ = self._solve(self._means(X), X)
-            return self._shape(fitted)
+            return self._shape(self._out(fitted))
         means, lse = self._means(X, return_lse=True)
-        fitted, c, mu0, refitted = self._solve_refitted(means, X, coef=True)
-        v = pointwise_variance(self, X, lse, c, mu0)
-        for i, local in refitted.items():
-            # the squared-kernel moments of a refitted row, about its own local mean
-            values = local.values(self.X_fit_, None, self.sample_weight_)
-            sq, lse2 = self._means(X[i:i + 1], return_lse=True, values=values,
-                                   spec=self._spec.squared(), empty="nan")
-            v[i] = local.variance_factor(sq, X[i:i + 1], c[i:i + 1], mu0[i:i + 1],
-                                         lse2 - 2.0 * lse[i:i + 1])[0]
-        sigma2 = np.atleast_1d(self.residual_variance_)
-        std = np.sqrt(v[:, None] * sigma2[None, :])
-        return self._shape(fitted), self._shape(std)
+        fitted, c, mu0, direct = self._solve_exact(means, X, coef=True)
+        v, inexact = pointwise_variance(self, X, lse, c, mu0)
+        v[direct.index] = direct.variance
+        inexact[direct.index] = False
+        local = self._local_rows(X)
+        rows = np.flatnonzero(inexact)
+        if local is not None and rows.size:
+            # the squared-kernel moments cancel: the variance from the kernel weights
+            again = solve_rows(self._design_, local, X, rows, self._n_outputs)[0]
+            v[again.index] = again.variance
+        elif self._design_.degree == 0 and self.mask is None and rows.size:
+            v[rows] = weight_variance(self, X[rows])
+        # the variance factor is in the weights' frame, sigma^2 in the targets'
+        with np.errstate(invalid="ignore", over="ignore"):
+            std = np.sqrt(v[:, None] * self._w_unit * self._sigma2[None, :])
+        return self._shape(self._out(fitted)), self._shape(self._out(std))
 
     def predict_interval(self, X: Any, level: float = 0.95, *, method: str = "normal",
                          n_resamples: int = 200, random_state: Any = None
@@ -139,7 +147,7 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         fitted, _, _ = self._solve(self._means(Xv), Xv)
         dev = bootstrap_deviations(self, Xv, n_resamples, random_state)
         lo, hi = interval(fitted, dev, level, "bootstrap")
-        return self._shape(lo), self._shape(hi)
+        return self._shape(self._out(lo)), self._shape(self._out(hi))
 
     def bootstrap(self, X: Any, n_resamples: int = 200, random_state: Any = None
                   ) -> np.ndarray:
@@ -153,7 +161,7 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         Xv = self._validate_X(X)
         fitted, _, _ = self._solve(self._means(Xv), Xv)
         dev = bootstrap_deviations(self, Xv, n_resamples, random_state)
-        return self._shape(fitted[None] + dev)
+        return self._shape(self._out(fitted[None] + dev))
 
 
 class NadarayaWatsonRegressor(_KernelRegressor):
@@ -173,7 +181,10 @@ class NadarayaWatsonRegressor(_KernelRegressor):
     bandwidth : float, array of shape (n_features,), str or None, default "cv"
         A number, one per feature (``inf`` smooths a feature out),
         ``"scott"``, ``"silverman"``, or a criterion minimised by a bracketed
-        search on ``log h`` (per feature when there are several):
+        search on ``log h`` (per feature when there are several; with at least
+        as many features as samples, or total sample weight, too few to fix
+        one bandwidth each, on one factor of the features' rule-of-thumb
+        bandwidths):
         ``"cv"`` (exact leave-one-out squared error), ``"gcv"``, ``"aicc"``.
     mask : Mask or None, default None
         Visible set of each query (e.g. ``KNearest(k)``), as in :func:`nadaraya.smooth`.
@@ -188,16 +199,30 @@ class NadarayaWatsonRegressor(_KernelRegressor):
         The bandwidth used.
     cv_results_ : dict or None
         Every evaluation of the bandwidth search: ``"bandwidth"``,
-        ``"score"``, ``"feature"`` (searched feature), ``"criterion"``.
+        ``"score"``, ``"feature"`` (searched feature; -1 for a move of all of
+        them), ``"criterion"``, ``"at_bound"`` and ``"converged"``: False
+        when the search ran out of its budget (500 evaluations per searched
+        bandwidth) and stopped, with a ``ConvergenceWarning``, at the best
+        bandwidth it evaluated.
     cv_score_ : float
         Leave-one-out mean squared error at ``bandwidth_``.
     effective_dof_ : float
         ``trace(S)``, the effective degrees of freedom.
     residual_variance_ : float or ndarray of shape (n_outputs,)
-        ``RSS / (n - trace(S))``.
+        ``RSS / (n - trace(S))`` (NaN when ``trace(S) >= n``).
     X_fit_ : ndarray of shape (n_train, n_features)
         Training points (rows with zero weight dropped).
     n_features_in_ : int
+
+    Notes
+    -----
+    Targets of any magnitude give the fit of their rescaled copies: the fit
+    works on them divided by a power of two, and so it does on the sample
+    weights, whose scale changes no prediction. A squared quantity beyond the
+    float range (``cv_score_``, ``residual_variance_`` or a score in
+    ``cv_results_`` for targets beyond about ``1e154``) is reported as
+    ``inf``; predictions and standard errors are formed in that frame, with no
+    overflow on the way.
 
     Examples
     --------
@@ -226,8 +251,26 @@ class LocalPolynomialRegressor(_KernelRegressor):
     fitted by kernel-weighted least squares and its value at ``x0`` is the
     prediction. Degree 1 removes the boundary bias of Nadaraya-Watson (degree
     0). The weighted sums of ``1, x, x x^T, y, x y`` come from one engine
-    pass on augmented values; a small regularized solve per query
-    follows. Matches statsmodels' ``KernelReg(reg_type="ll")`` for degree 1.
+    pass on augmented values; a small solve per query follows. Queries whose
+    local problem those sums cannot fix to rounding (an ill-conditioned or
+    nearly rank-deficient local covariance, or a query far from the data's
+    centre on a tiny local spread) are solved again by least squares from
+    their kernel weights (not with a user ``mask``). Matches statsmodels'
+    ``KernelReg(reg_type="ll")`` for degree 1.
+
+    Directions the local data cannot fix: where a query's kernel-weighted
+    neighbours spread in fewer directions than the polynomial has slopes
+    (fewer distinct points than it needs, or points of negligible kernel
+    weight), the local covariance of the monomials is rank-deficient or
+    nearly so. The slope along each of its eigen-directions, of eigenvalue
+    ``lambda``, is multiplied by ``x^8 / (1 + x^8)`` with ``x = lambda / tau``
+    and ``tau = 1e-10 max(lambda_max, 1)`` in coordinates scaled by the
+    bandwidth (or by a feature's spread where that is smaller): kept where
+    the neighbours spread by more than about ``1e-5`` of their widest spread
+    and ``1e-5`` bandwidths, dropped below, so the fit is the local mean along
+    such directions. The factor is continuous, so rounding moves the fit in
+    proportion and never switches a direction on or off: integer sample
+    weights and repeated rows give the same fit to rounding, in any row order.
 
     Parameters
     ----------
@@ -238,9 +281,8 @@ class LocalPolynomialRegressor(_KernelRegressor):
     ridge : float, default 0.0
         Tikhonov term added to the local covariance of the monomials, in
         coordinates scaled by the bandwidth (slopes only, never the
-        intercept). Whatever its value, directions in which a query's
-        neighbours do not spread (fewer distinct points than the polynomial
-        needs) are dropped, so the fit there falls back to the local mean.
+        intercept). Whatever its value, directions the local data cannot fix
+        are filtered out as described above.
 
     Attributes
     ----------

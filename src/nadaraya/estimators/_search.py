@@ -4,8 +4,11 @@ No fixed grid: from a rule-of-thumb start the search walks downhill in
 growing steps until the criterion rises (a bracket), then Brent's method
 (golden section with parabolic steps) narrows the bracket to ``xtol`` in
 ``log h``. A bandwidth vector is searched one feature at a time, sweeping
-until a sweep moves no bandwidth by more than the tolerance. Every evaluation
-is recorded, so the criterion curve can be plotted.
+until a sweep moves no bandwidth by more than the tolerance; or, with
+``common=True``, only one factor common to all features is searched. A
+budget of evaluations (``max_evaluations``) ends a search that has not
+settled at the best bandwidth evaluated. Every evaluation is recorded, so
+the criterion curve can be plotted.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class SearchResult:
     subsample : int
         How many entries of ``history`` (the first ones) were evaluated on a
         subsample of the rows; 0 when the search used all rows throughout.
+    converged : bool
+        False when the budget of evaluations ended the search before it settled.
     """
 
     bandwidth: np.ndarray
@@ -47,6 +52,11 @@ class SearchResult:
     history: list[tuple[np.ndarray, float, int]] = field(default_factory=list)
     at_bound: list[int] = field(default_factory=list)
     subsample: int = 0
+    converged: bool = True
+
+
+class _Exhausted(Exception):
+    """The budget of evaluations is spent."""
 
 
 def brent(f: Callable[[float], float], lo: float, hi: float, x: float, fx: float,
@@ -238,15 +248,20 @@ def _sweeps(evaluate: Callable[[np.ndarray], float], t: np.ndarray, best: float,
         if settled and tol <= xtol:
             break
         tol = max(xtol, min(tol, 0.1 * moved)) if not settled else xtol
-    at_bound = {f for f in features
-                if t[f] <= math.log(lower[f]) + 1e-12 or t[f] >= math.log(upper[f]) - 1e-12}
-    return t, best, at_bound
+    return t, best, set(_at_bound(t, features, lower, upper))
+
+
+def _at_bound(t: np.ndarray, features: list[int], lower: np.ndarray, upper: np.ndarray
+              ) -> list[int]:
+    return sorted(f for f in features
+                  if t[f] <= math.log(lower[f]) + 1e-12 or t[f] >= math.log(upper[f]) - 1e-12)
 
 
 def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
                       lower: np.ndarray, upper: np.ndarray, active: np.ndarray, *,
                       xtol: float = 1e-4, max_sweeps: int = 30, n_starts: int = 1,
-                      refine: bool = False, step: float = 0.5) -> SearchResult:
+                      refine: bool = False, step: float = 0.5, common: bool = False,
+                      max_evaluations: int | None = None) -> SearchResult:
     """Minimise ``objective(h)`` over per-feature bandwidths, one feature at a time.
 
     With several features, the first start is the best common scale of
@@ -280,31 +295,60 @@ def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
         parabolic steps (see :func:`brent`).
     step : float
         First step of each line search, in ``log h``.
+    common : bool
+        Search only one factor common to all features (``h = a h0``), to ``xtol``:
+        for more features than the data can fix one bandwidth each.
+    max_evaluations : int or None
+        Budget of evaluations: when it is spent, the search ends at the best
+        bandwidth evaluated, with ``converged=False``.
     """
     t0 = np.log(h0.astype(float))
     history: list[tuple[np.ndarray, float, int]] = []
     cache: dict[tuple[float, ...], float] = {}
     label = [-1]
+    best_seen: list[tuple[float, np.ndarray]] = []
 
     def evaluate(tvec: np.ndarray) -> float:
         key = tuple(np.round(tvec, 12))
         if key not in cache:
+            if max_evaluations is not None and len(history) >= max_evaluations:
+                raise _Exhausted
             h = np.exp(tvec)
             value = float(objective(h))
             cache[key] = value
             history.append((h, value, label[0]))
+            if not best_seen or value < best_seen[0][0]:
+                best_seen[:] = [(value, tvec.copy())]
             report(history)
         return cache[key]
 
     features = [int(i) for i in np.flatnonzero(active)]
     if not features:
         return SearchResult(np.exp(t0), math.nan, history, [])
+    try:
+        t, best, at_bound = _phases(evaluate, t0, features, lower, upper, label, xtol=xtol,
+                                    max_sweeps=max_sweeps, n_starts=n_starts, refine=refine,
+                                    step=step, common=common)
+    except _Exhausted:
+        if not best_seen:
+            return SearchResult(np.exp(t0), math.nan, history, [], converged=False)
+        best, t = best_seen[0]
+        return SearchResult(np.exp(t), best, history, _at_bound(t, features, lower, upper),
+                            converged=False)
+    return SearchResult(np.exp(t), best, history, at_bound)
+
+
+def _phases(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, features: list[int],
+            lower: np.ndarray, upper: np.ndarray, label: list[int], *, xtol: float,
+            max_sweeps: int, n_starts: int, refine: bool, step: float, common: bool
+            ) -> tuple[np.ndarray, float, list[int]]:
+    """The phases of :func:`coordinate_search`: ``(log h, value, features at a bound)``."""
     best = evaluate(t0)
-    if len(features) == 1 or refine:
+    if len(features) == 1 or (refine and not common):
         t, best, at_bound = _sweeps(evaluate, t0.copy(), best, features, lower, upper, xtol,
                                     xtol, max_sweeps, label, False, step=step, trust=refine)
-        return SearchResult(np.exp(t), best, history, sorted(at_bound))
-    coarse = max(xtol, 1e-2)
+        return t, best, sorted(at_bound)
+    coarse = xtol if common else max(xtol, 1e-2)
     log_lo, log_hi = np.log(lower), np.log(upper)
     on = np.zeros_like(t0)
     on[features] = 1.0
@@ -312,6 +356,9 @@ def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
     hi_a = float(np.min(log_hi[features] - t0[features]))
     a, value, _ = minimize_log(lambda a: evaluate(t0 + a * on), 0.0, lo_a, hi_a, step=0.5,
                                xtol=coarse)
+    if common:
+        t = t0 + a * on if value < best else t0.copy()
+        return t, min(value, best), _at_bound(t, features, lower, upper)
     starts = [(t0 + a * on, value) if value < best else (t0.copy(), best)]
     rng = np.random.RandomState(0)
     for _ in range(n_starts - 1):
@@ -322,4 +369,4 @@ def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
     t, best, _ = min(runs, key=lambda r: r[1])
     t, best, at_bound = _sweeps(evaluate, t.copy(), best, features, lower, upper, coarse, xtol,
                                 max_sweeps, label, False)
-    return SearchResult(np.exp(t), best, history, sorted(at_bound))
+    return t, best, sorted(at_bound)

@@ -1,0 +1,74 @@
+"""Targets and sample weights in a power-of-two frame, so no product the fit forms leaves range.
+
+A kernel smoother is equivariant in its targets (scaling ``y`` scales the
+fit) and its sample weights enter the fit through their ratios only. The
+estimators therefore work on ``y / 2^e`` and ``w / 2^f``, with ``2^e`` and
+``2^f`` the powers of two just above the largest magnitudes (:func:`exponent`):
+dividing by a power of two is exact, the largest value lies in ``[1/2, 1)``,
+and nothing formed from them (targets times kernel weights, sample weights
+times monomials, squared residuals) overflows or sinks into the subnormal
+range, however large or small the caller's numbers (targets of ``1e308`` or
+``1e-314``, weights of ``1e-320``).
+
+Every output in the targets' units is multiplied back by ``2^e`` (exact
+too, :func:`from_frame`). An output that lies beyond the float range in
+those units (a mean squared error of ``1e600`` for targets near ``1e300``)
+is reported as ``inf``.
+
+Weights keep their meaning as frequencies where it matters (leaving a point
+out removes one unit of its weight; the total weight is the sample size):
+one unit is ``2^-f`` in the frame (:func:`unit`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["exponent", "from_frame", "log_sum", "to_frame", "unit"]
+
+
+def exponent(a: np.ndarray) -> int:
+    """``e`` with the largest finite ``|a|`` in ``[2^(e-1), 2^e)``; 0 when it is zero.
+
+    Parameters
+    ----------
+    a : ndarray of any shape
+    """
+    finite = np.abs(a[np.isfinite(a)])
+    top = float(finite.max()) if finite.size else 0.0
+    return int(np.frexp(top)[1]) if top > 0 else 0
+
+
+def to_frame(a: np.ndarray, e: int | np.ndarray) -> np.ndarray:
+    """``a / 2^e``, exact for values whose result is a normal float (``e`` broadcasts)."""
+    return np.ldexp(a, -e)
+
+
+def from_frame(a: np.ndarray | float, e: int | np.ndarray, power: int = 1) -> np.ndarray:
+    """``a * 2^(power e)``: an output back in the caller's units (``inf`` beyond range)."""
+    with np.errstate(over="ignore"):
+        return np.ldexp(a, power * e)
+
+
+def unit(e: int) -> float:
+    """One unit of the caller's weight in the frame of exponent ``e``: ``2^-e``.
+
+    ``inf`` when the weights are so small (subnormal) that one unit is beyond
+    the float range in their frame: every weight is then below one.
+    """
+    with np.errstate(over="ignore"):
+        return float(np.ldexp(1.0, -e))
+
+
+def log_sum(w: np.ndarray) -> float:
+    """``log(sum(w))`` of positive weights, finite even where the sum is not.
+
+    The plain sum where it is a normal float (so equal totals give equal
+    logs, whatever the weights), else the sum in the weights' frame.
+    """
+    with np.errstate(over="ignore"):
+        total = float(w.sum())
+    if np.finfo(float).tiny <= total < np.inf:
+        return float(np.log(total))
+    e = exponent(w)
+    return float(np.log(to_frame(w, e).sum())) + e * float(np.log(2.0))
