@@ -103,9 +103,13 @@ class RadialKernel(Kernel):
                 )
 
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # Centre on the keys' mean: distances do not change, rounding shrinks.
-        centre = k.detach().mean(dim=0) if k.shape[0] else 0.0
-        q, k = q - centre, k - centre
+        # Centre on the keys' median: distances do not change, and the rounding of a
+        # common offset (eps |x| per coordinate) is gone. The median, not the mean: a
+        # cluster far narrower than its distance to a few outlying keys would lose
+        # its distances to a mean pulled away by them.
+        if k.shape[0]:
+            centre = k.detach().median(dim=0).values
+            q, k = q - centre, k - centre
         if self.metric is not None:
             L = _as_param(self.metric, "metric").to(q)
             return q @ L.T, k @ L.T
