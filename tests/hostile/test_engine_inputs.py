@@ -435,3 +435,14 @@ def test_a_bandwidth_tensor_without_real_values_is_refused_by_name(kind: str) ->
         nadaraya.smooth(x, x, x, bandwidth=bandwidth)
     dense = nadaraya.smooth(x, x, x, bandwidth=torch.tensor(0.7, dtype=torch.float64))
     np.testing.assert_array_equal(dense, nadaraya.smooth(x, x, x, bandwidth=0.7))
+
+
+@pytest.mark.parametrize("bandwidth", [1e-310, 5e-324, [1e-310, 1.0]], ids=repr)
+def test_a_subnormal_bandwidth_is_refused_by_name(bandwidth: object) -> None:
+    # distances divided by a subnormal bandwidth overflow: every key was reported unseen
+    x = np.c_[np.arange(6.0) % 3, np.linspace(0.0, 6.0, 6)]
+    with pytest.raises(nadaraya.NadarayaError, match=r"^bandwidth must be at least 2\.225e-308"):
+        nadaraya.smooth(x, x, np.ones(6), "gaussian", bandwidth=bandwidth)
+    smallest = np.finfo(np.float64).tiny
+    out = nadaraya.smooth(x, x, np.arange(6.0), "gaussian", bandwidth=[smallest, 1.0])
+    assert np.isfinite(out).all()

@@ -29,6 +29,7 @@ __all__ = [
 # Above this many features the squared distance of a block is formed with a
 # matrix product; below it, feature by feature (exact and as fast).
 _DIRECT_MAX_FEATURES = 4
+_SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 
 
 def _as_param(value: Any, name: str) -> torch.Tensor:
@@ -70,6 +71,12 @@ class RadialKernel(Kernel):
                 raise NadarayaError(
                     f"bandwidth must be > 0; got {bandwidth!r}. "
                     "Pass a positive number (or one per feature)."
+                )
+            if not bool((h >= _SMALLEST_NORMAL).all()):
+                raise NadarayaError(
+                    f"bandwidth must be at least {_SMALLEST_NORMAL:.4g}, the smallest normal "
+                    f"float64 (distances divided by a subnormal overflow); got {bandwidth!r}. "
+                    "Multiply the features and the bandwidth by one large factor."
                 )
         else:
             L = _as_param(metric, "metric")
