@@ -173,10 +173,6 @@ def test_a_duplicated_column_is_refused_not_read_from_its_first_copy() -> None:
     assert result.status == 1 and "'x' appears 2 times" in result.err
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="nadaraya.estimators: data spanning the whole float64 "
-                   "range overflows the cross-validated bandwidth search (OverflowError in "
-                   "_bandwidth.py)")
 def test_values_at_the_edge_of_float64_are_fitted_or_refused() -> None:
     with folder() as where:
         (where / "data.csv").write_text(csv_text() + "1e308,1e308\n-1e308,-1e308\n")
