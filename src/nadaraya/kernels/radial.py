@@ -29,7 +29,6 @@ __all__ = [
 # Above this many features the squared distance of a block is formed with a
 # matrix product; below it, feature by feature (exact and as fast).
 _DIRECT_MAX_FEATURES = 4
-_SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 
 
 def _as_param(value: Any, name: str) -> torch.Tensor:
@@ -72,12 +71,6 @@ class RadialKernel(Kernel):
                     f"bandwidth must be > 0; got {bandwidth!r}. "
                     "Pass a positive number (or one per feature)."
                 )
-            if not bool((h >= _SMALLEST_NORMAL).all()):
-                raise NadarayaError(
-                    f"bandwidth must be at least {_SMALLEST_NORMAL:.4g}, the smallest normal "
-                    f"float64 (distances divided by a subnormal overflow); got {bandwidth!r}. "
-                    "Multiply the features and the bandwidth by one large factor."
-                )
         else:
             L = _as_param(metric, "metric")
             if L.ndim != 2:
@@ -119,9 +112,20 @@ class RadialKernel(Kernel):
             q, k = q - centre, k - centre
         if self.metric is not None:
             L = _as_param(self.metric, "metric").to(q)
-            return q @ L.T, k @ L.T
-        h = _as_param(self.bandwidth, "bandwidth").to(q)
-        return q / h, k / h
+            q, k = q @ L.T, k @ L.T
+            name = "metric"
+        else:
+            h = _as_param(self.bandwidth, "bandwidth").to(q)
+            q, k = q / h, k / h
+            name = "bandwidth"
+        for x in (q, k):
+            if not bool(torch.isfinite(x.detach()).all()):
+                raise NadarayaError(
+                    f"{name} is too small for these points: their distances in its units "
+                    f"overflow {str(q.dtype).replace('torch.', '')}. Multiply the features "
+                    f"and the {name} by one large factor (or compute in float64)."
+                )
+        return q, k
 
     def _sqdist(self, q: torch.Tensor, k: torch.Tensor, out: torch.Tensor | None = None,
                 coef: float = 1.0) -> torch.Tensor:
