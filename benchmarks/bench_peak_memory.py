@@ -122,31 +122,25 @@ def _reconstruct(args: argparse.Namespace) -> tuple[Call, Call, int]:
             lambda: reconstruct(*few, (64, 64), empty="nan"), args.size**2 * 4)
 
 
-@case("smooth")
-def _smooth(args: argparse.Namespace) -> tuple[Call, Call, int]:
-    import nadaraya
-
-    rng = np.random.default_rng(0)
-    x = rng.random((args.points, 2))
-    y = rng.random(args.points)
-    xs, ys = x[:500], y[:500]
-    return (lambda: nadaraya.smooth(x, x, y, "gaussian", bandwidth=0.01),
-            lambda: nadaraya.smooth(xs, xs, ys, "gaussian", bandwidth=0.01), x.shape[0] * 8)
-
-
-@case("knearest")
-def _knearest(args: argparse.Namespace) -> tuple[Call, Call, int]:
+def _smooth_case(args: argparse.Namespace, k_nearest: bool) -> tuple[Call, Call, int]:
+    """``smooth`` on ``--points`` random 2-D points; with ``k_nearest``, under
+    ``KNearest(n)`` (k >= n: the mask hides nothing and must hold no (m, n) table)."""
     import nadaraya
     from nadaraya.masks import KNearest
 
     rng = np.random.default_rng(0)
     x = rng.random((args.points, 2))
     y = rng.random(args.points)
-    xs, ys = x[:500], y[:500]
-    # k >= n: the mask hides nothing and must hold no (m, n) table
-    return (lambda: nadaraya.smooth(x, x, y, "gaussian", KNearest(args.points), bandwidth=0.01),
-            lambda: nadaraya.smooth(xs, xs, ys, "gaussian", KNearest(500), bandwidth=0.01),
-            x.shape[0] * 8)
+
+    def run(n: int) -> Any:
+        mask = KNearest(n) if k_nearest else None
+        return nadaraya.smooth(x[:n], x[:n], y[:n], "gaussian", mask, bandwidth=0.01)
+
+    return lambda: run(args.points), lambda: run(500), x.shape[0] * 8
+
+
+case("smooth")(lambda args: _smooth_case(args, False))
+case("knearest")(lambda args: _smooth_case(args, True))
 
 
 @case("regressor")

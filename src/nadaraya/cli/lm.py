@@ -36,12 +36,18 @@ _SEEDS = 2**63
 _LR_MAX = 1e37
 
 
+def _parse(kind: type, text: str) -> Any:
+    """``kind(text)`` (int or float), or the parser's one-line error."""
+    try:
+        return kind(text)
+    except ValueError:
+        noun = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {noun}; got {text!r}") from None
+
+
 def _count(low: int) -> Any:
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+        value = _parse(int, text)
         if value < low:
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}; got {text}")
         return value
@@ -49,10 +55,7 @@ def _count(low: int) -> Any:
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    value = _parse(float, text)
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
     return value
@@ -67,10 +70,7 @@ def _learning_rate(text: str) -> float:
 
 
 def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+    value = _parse(int, text)
     if not 0 <= value < _SEEDS:
         raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**63 - 1; got {text}")
     return value
@@ -86,10 +86,7 @@ def _threads(text: str) -> int:
 
 
 def _dropout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    value = _parse(float, text)
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"must be in [0, 1); got {text}")
     return value

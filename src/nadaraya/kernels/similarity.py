@@ -51,18 +51,20 @@ def _bilinear(similarity: Kernel) -> bool:
     return isinstance(similarity, LinearKernel | Cosine)
 
 
-def _direction(x: torch.Tensor) -> torch.Tensor:
-    """Rows of ``x`` ``(n, d)`` divided by their norm, none of them zero.
+def unit_rows(x: torch.Tensor) -> torch.Tensor:
+    """Rows of ``x`` ``(..., d)`` divided by their norm (zero rows stay zero).
 
-    A row is first divided by a power of two near its largest magnitude:
+    Each row is first divided by a power of two near its largest magnitude:
     the norm of a row near the dtype's largest number would overflow (and
     give zeros), that of a subnormal row underflow (and give infinities).
     """
-    top = x.detach().abs().amax(dim=1, keepdim=True)
-    top = torch.where(torch.isfinite(top), top, torch.ones_like(top))
+    if x.numel() == 0:
+        return x
+    top = x.detach().abs().amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
     _, exponent = torch.frexp(top)
     x = x / torch.ldexp(torch.ones_like(top), exponent - 1)
-    return x / x.norm(dim=1, keepdim=True)
+    return torch.nn.functional.normalize(x, dim=-1)
 
 
 class Cosine(SignedKernel):
@@ -87,7 +89,7 @@ class Cosine(SignedKernel):
                     f"cosine similarity is undefined for a zero vector: {name} row(s) "
                     f"{zero[:5].tolist()} are all zeros. Remove them or use similarity='dot'."
                 )
-        return _direction(q), _direction(k)
+        return unit_rows(q), unit_rows(k)
 
     def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return q @ k.T

@@ -42,6 +42,7 @@ from .._errors import NadarayaError
 from ..engine._batched import PreparedKernel
 from ..kernels import BoundKernel, Kernel
 from ..kernels.dot import DotScores
+from ..kernels.similarity import unit_rows
 
 __all__ = [
     "ATTENTION_KERNELS",
@@ -201,22 +202,6 @@ def _dot(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return q @ k.transpose(-1, -2)
 
 
-def _direction(x: torch.Tensor) -> torch.Tensor:
-    """Rows of ``x`` divided by their norm (zero rows stay zero).
-
-    Each row is first divided by a power of two near its largest magnitude,
-    so that the norm of a row near the dtype's largest number does not
-    overflow, nor that of a subnormal row underflow.
-    """
-    if x.numel() == 0:
-        return x
-    top = x.detach().abs().amax(dim=-1, keepdim=True)
-    top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
-    _, exponent = torch.frexp(top)
-    x = x / torch.ldexp(torch.ones_like(top), exponent - 1)
-    return nn.functional.normalize(x, dim=-1)
-
-
 class _Radial(AttentionKernel):
     """Kernels of the distance ``||q - k|| / h`` with ``h = s^-1/2``."""
 
@@ -360,8 +345,8 @@ class CosineKernel(AttentionKernel):
         return math.sqrt(max(dim, 1))
 
     def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
-        qs = _direction(q) * self.scale(q.shape[-1], q)
-        ks = _direction(k)
+        qs = unit_rows(q) * self.scale(q.shape[-1], q)
+        ks = unit_rows(k)
         return PreparedKernel(qs, ks, _dot, dot=(qs, ks), dot_error=0.0, is_dot=True,
                               name=self.name)
 
