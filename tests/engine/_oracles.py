@@ -92,6 +92,8 @@ def _log1p_neg(x: float) -> float:
 PROFILES: dict[str, Callable[[float], float]] = {
     "gaussian": lambda r: -0.5 * r * r,
     "laplacian": lambda r: -r,
+    "matern32": lambda r: math.log1p(math.sqrt(3.0) * r) - math.sqrt(3.0) * r,
+    "matern52": lambda r: math.log1p(math.sqrt(5.0) * r + 5.0 * r * r / 3.0) - math.sqrt(5.0) * r,
     "cauchy": lambda r: -math.log1p(r * r),
     "epanechnikov": lambda r: _log1p_neg(r * r),
     "tricube": lambda r: 3.0 * _log1p_neg(r**3) if r < 1.0 else -math.inf,

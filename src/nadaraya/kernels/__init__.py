@@ -1,7 +1,8 @@
 """Kernels, written as scores ``s(q, k) = log K(q, k)``.
 
 Accepted by name in :func:`nadaraya.smooth`: ``"gaussian"``, ``"laplacian"``,
-``"epanechnikov"``, ``"tricube"``, ``"uniform"``, ``"cauchy"``, ``"softmax"``,
+``"matern32"``, ``"matern52"``, ``"epanechnikov"``, ``"tricube"``, ``"uniform"``,
+``"cauchy"``, ``"softmax"``,
 and the signed ``"linear"`` (``q^T M k``, summed in the weight domain).
 Kernels on different feature columns multiply into one kernel (``k1 * k2``).
 """
@@ -17,7 +18,17 @@ from .custom import CallableKernel
 from .dot import ExpDot
 from .linear import LinearKernel, SignedKernel
 from .quadratic import QuadraticKernel
-from .radial import Cauchy, Epanechnikov, Gaussian, Laplacian, RadialKernel, Tricube, Uniform
+from .radial import (
+    Cauchy,
+    Epanechnikov,
+    Gaussian,
+    Laplacian,
+    Matern32,
+    Matern52,
+    RadialKernel,
+    Tricube,
+    Uniform,
+)
 
 __all__ = [
     "BoundKernel",
@@ -29,6 +40,8 @@ __all__ = [
     "Kernel",
     "Laplacian",
     "LinearKernel",
+    "Matern32",
+    "Matern52",
     "ProductKernel",
     "QuadraticKernel",
     "RadialKernel",
@@ -42,6 +55,8 @@ __all__ = [
 RADIAL: dict[str, type[RadialKernel]] = {
     "gaussian": Gaussian,
     "laplacian": Laplacian,
+    "matern32": Matern32,
+    "matern52": Matern52,
     "epanechnikov": Epanechnikov,
     "tricube": Tricube,
     "uniform": Uniform,

@@ -21,6 +21,8 @@ __all__ = [
     "Epanechnikov",
     "Gaussian",
     "Laplacian",
+    "Matern32",
+    "Matern52",
     "RadialKernel",
     "Tricube",
     "Uniform",
@@ -246,6 +248,57 @@ class Laplacian(RadialKernel):
 
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
         return -torch.sqrt(r2)
+
+
+def _root(r2: torch.Tensor, c: float) -> torch.Tensor:
+    """``sqrt(c) r`` from ``r^2`` (finite wherever ``r^2`` is); recording a gradient, its
+    derivative at ``r = 0`` is 0, not infinite.
+
+    The Matern profiles are smooth at ``r = 0`` (their slope in ``r`` is 0), but
+    the chain rule through ``sqrt`` would multiply that 0 by an infinite slope.
+    """
+    if not r2.requires_grad:
+        return torch.sqrt(r2).mul_(math.sqrt(c))
+    positive = r2 > 0
+    safe = torch.where(positive, r2, torch.ones_like(r2))
+    return torch.where(positive, torch.sqrt(safe) * math.sqrt(c), torch.zeros_like(r2))
+
+
+class Matern32(RadialKernel):
+    """Matern kernel of smoothness 3/2: ``(1 + sqrt(3) r) exp(-sqrt(3) r)``.
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> from nadaraya.kernels import Matern32
+    >>> q = torch.tensor([[0.0]], dtype=torch.float64)
+    >>> s = float(Matern32(2.0).score(q, q + 2.0)[0, 0])
+    >>> math.isclose(s, math.log1p(math.sqrt(3)) - math.sqrt(3))
+    True
+    """
+
+    name = "matern32"
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        t = _root(r2, 3.0)
+        # log1p of the largest finite number, so an infinite t gives -inf, not inf - inf
+        return torch.log1p(t.clamp(max=torch.finfo(t.dtype).max)) - t
+
+
+class Matern52(RadialKernel):
+    """Matern kernel of smoothness 5/2: ``(1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)``."""
+
+    name = "matern52"
+
+    def profile(self, r2: torch.Tensor) -> torch.Tensor:
+        t = _root(r2, 5.0)
+        # log(1 + t + t^2 / 3): as log1p up to t = 1, beyond it as
+        # log(t) + log(1 / t + 1 + t / 3), which does not overflow for finite t
+        small = t.clamp(max=1.0)
+        large = t.clamp(min=1.0, max=torch.finfo(t.dtype).max)
+        poly = torch.where(t <= 1.0, torch.log1p(small * (1.0 + small / 3.0)),
+                           torch.log(large) + torch.log(1.0 / large + 1.0 + large / 3.0))
+        return poly - t
 
 
 class Cauchy(RadialKernel):
