@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(not LOCKS.is_dir(), reason="not run from a sourc
 def _sets() -> dict[str, list[str]]:
     """The installable sets of scripts/_env.sh: name -> extras."""
     text = ENV_SCRIPT.read_text(encoding="utf-8")
-    body = re.search(r"declare -A LOCK_EXTRAS=\((.*?)\)\n", text).group(1)
+    body = re.search(r"declare -A LOCK_EXTRAS=\((.*?)\)\n", text, re.S).group(1)
     return {name: [e for e in extras.split(",") if e]
             for name, extras in re.findall(r'\[(\w+)\]="([^"]*)"', body)}
 
@@ -75,11 +75,13 @@ def test_lock_pins_every_dependency_with_hashes_and_leaves_torch_out(name: str) 
     assert not cuda, f"{name}.lock holds {cuda}"
 
 
-def test_the_base_lock_agrees_with_the_test_lock() -> None:
-    base, test = _pins(LOCKS / "base.lock"), _pins(LOCKS / "test.lock")
-    differ = {k: (str(base[k][0]), str(test[k][0])) for k in base
-              if k in test and base[k][0] != test[k][0]}
-    assert not differ, f"the demo and the tests would run different versions: {differ}"
+@pytest.mark.parametrize("name", sorted(set(_sets()) - {"test"}))
+def test_every_lock_agrees_with_the_test_lock(name: str) -> None:
+    # the demo (base) and the benchmarks (bench) run the versions the tests ran
+    other, test = _pins(LOCKS / f"{name}.lock"), _pins(LOCKS / "test.lock")
+    differ = {k: (str(other[k][0]), str(test[k][0])) for k in other
+              if k in test and other[k][0] != test[k][0]}
+    assert not differ, f"{name}.lock and test.lock pin different versions: {differ}"
 
 
 @pytest.mark.skipif(
