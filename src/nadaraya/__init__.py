@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "NadarayaError",
+    "RandomFeatures",
     "__version__",
     "config_context",
     "explain",
@@ -34,6 +35,7 @@ _LAZY = {
     "smooth": ("nadaraya.engine", "smooth"),
     "weights": ("nadaraya.engine", "weights"),
     "explain": ("nadaraya.engine", "explain"),
+    "RandomFeatures": ("nadaraya.engine", "RandomFeatures"),
     "kernels": ("nadaraya.kernels", None),
     "masks": ("nadaraya.masks", None),
     "engine": ("nadaraya.engine", None),
@@ -47,7 +49,7 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import kernels, masks
-    from .engine import explain, smooth, weights
+    from .engine import RandomFeatures, explain, smooth, weights
 
 
 def __getattr__(name: str) -> Any:

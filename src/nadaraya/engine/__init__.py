@@ -9,5 +9,7 @@ from __future__ import annotations
 from ._api import explain, smooth, weights
 from ._dispatch import ENGINES, Explanation
 from ._state import SmoothState
+from .features import RandomFeatures
 
-__all__ = ["ENGINES", "Explanation", "SmoothState", "explain", "smooth", "weights"]
+__all__ = ["ENGINES", "Explanation", "RandomFeatures", "SmoothState", "explain", "smooth",
+           "weights"]

@@ -13,11 +13,14 @@ from ..bandwidth import resolve_bandwidth
 from ..kernels import Kernel, get_kernel
 from ..masks import Mask, Problem, get_mask
 from ._dense import dense_weights
-from ._dispatch import Explanation, choose
+from ._dispatch import Engine, Explanation, choose
 from ._empty import _nearest, check_policy
 from ._job import Job
 from ._scale import scale_values
 from ._unnormalized import check_options, finish
+from .certified import METHODS, certified_state, check_tolerance, choose_certified
+from .features import RandomFeatures
+from .features import as_state as features_state
 
 __all__ = ["explain", "smooth", "weights"]
 
@@ -112,6 +115,8 @@ def smooth(
     return_lse: bool = False,
     empty: str = "raise",
     normalize: bool = True,
+    tolerance: float | None = None,
+    approximate: str | RandomFeatures | None = None,
 ) -> Any:
     """Kernel-weighted mean of the values of the visible keys, for each query.
 
@@ -137,8 +142,10 @@ def smooth(
     bandwidth : float, array, str, optional
         For a named radial kernel: a scalar, one value per feature, a metric
         matrix ``L``, or ``"scott"`` / ``"silverman"``. Default 1.0.
-    engine : {"auto", "neighbors", "pruned", "fused", "streamed", "autograd", "dense"}
-        ``"auto"`` picks one; :func:`explain` says which and why.
+    engine : str, default "auto"
+        ``"auto"`` picks one (:func:`explain` says which and why), or one of ``"sweep"``,
+        ``"neighbors"``, ``"pruned"``, ``"compiled"``, ``"fused"``, ``"streamed"``,
+        ``"autograd"``, ``"dense"``.
     return_lse : bool, default False
         Also return ``log sum_j K(q, k_j)`` per query, so partial results merge.
     empty : {"raise", "nan", "nearest"}, default "raise"
@@ -182,9 +189,23 @@ def smooth(
     job, squeeze = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)
     check_options(job, return_lse)
+    tol = check_tolerance(tolerance)
+    _check_engine(engine, tol)
+    features = _random_features(approximate, tol, engine)
     scale_values(job)
-    chosen, _ = choose(job, engine, describe=False)
-    state = chosen.run(job)
+    if features is not None:
+        _check_features(features, job)
+        sums, info = features.sums(job)
+        state = features_state(sums, info["offset"], job.dtype)
+    elif tol is None:
+        chosen: Engine = choose(job, engine, describe=False)[0]
+        state = chosen.run(job)
+    else:
+        choice = choose_certified(job, tol, engine, describe=False)[0]
+        if choice.method is not None:
+            state = certified_state(job, choice.method, tol, lse=return_lse)[0]
+        else:
+            state = choice.engine.run(job)
     out = finish(job, state, empty)
     kind = kind_of(values)
     result = to_caller(out[:, 0] if squeeze else out, kind)
@@ -203,6 +224,8 @@ def explain(
     bandwidth: Any = None,
     engine: str = "auto",
     normalize: bool = True,
+    tolerance: float | None = None,
+    approximate: str | RandomFeatures | None = None,
 ) -> Explanation:
     """Say which engine :func:`smooth` would use for these inputs, and why.
 
@@ -223,7 +246,59 @@ def explain(
     """
     job, _ = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)
-    return choose(job, engine)[1]
+    tol = check_tolerance(tolerance)
+    _check_engine(engine, tol)
+    features = _random_features(approximate, tol, engine)
+    if features is not None:
+        _check_features(features, job)
+        exact = choose(job, "auto")[1]
+        reasons = {"random-features": "chosen: requested by the caller (approximate=)",
+                   **{name: f"exact; not used (approximate={approximate!r})"
+                      for name in exact.reasons}}
+        return Explanation("random-features", reasons, exact.detail, features.plan(job))
+    if tol is None:
+        return choose(job, engine)[1]
+    return choose_certified(job, tol, engine)[1]
+
+
+def _random_features(approximate: Any, tolerance: float | None,
+                     engine: str) -> RandomFeatures | None:
+    """The random-features method ``approximate`` asks for, or None."""
+    if approximate is None:
+        return None
+    if isinstance(approximate, str) and approximate == "random-features":
+        features = RandomFeatures()
+    elif isinstance(approximate, RandomFeatures):
+        features = approximate
+    else:
+        raise NadarayaError(
+            f"approximate must be None, 'random-features' or a RandomFeatures(features=, "
+            f"seed=) object; got {approximate!r}."
+        )
+    if tolerance is not None:
+        raise NadarayaError(
+            "approximate='random-features' gives an estimated error, not a proven bound, so "
+            "it cannot honour tolerance=; pass one of the two."
+        )
+    if engine != "auto":
+        raise NadarayaError(
+            f"approximate= chooses the method itself; leave engine='auto' (got {engine!r})."
+        )
+    return features
+
+
+def _check_features(features: RandomFeatures, job: Job) -> None:
+    why = features.refuse(job)
+    if why is not None:
+        raise NadarayaError(f"approximate='random-features' cannot run this problem: {why}.")
+
+
+def _check_engine(engine: str, tolerance: float | None) -> None:
+    if tolerance is None and engine in METHODS:
+        raise NadarayaError(
+            f"engine={engine!r} approximates the sums within a tolerance; "
+            "give tolerance= (for example 1e-8), or use engine='auto' for exact sums."
+        )
 
 
 def weights(

@@ -38,12 +38,16 @@ def _engines() -> dict[str, Engine]:
     from ._neighbors import NeighborsEngine
     from ._pruned import PrunedEngine
     from ._streamed import StreamedEngine
+    from .compiled import CompiledEngine
+    from .sweep import SweepEngine
 
-    return {e.name: e for e in (NeighborsEngine(), PrunedEngine(), FusedEngine(),
-                                StreamedEngine(), AutogradEngine(), DenseEngine())}
+    return {e.name: e for e in (SweepEngine(), NeighborsEngine(), PrunedEngine(), CompiledEngine(),
+                                FusedEngine(), StreamedEngine(), AutogradEngine(),
+                                DenseEngine())}
 
 
-ENGINES = ("neighbors", "pruned", "fused", "streamed", "autograd", "dense")
+ENGINES = ("sweep", "neighbors", "pruned", "compiled", "fused", "streamed", "autograd",
+           "dense")
 
 
 @dataclass
@@ -58,15 +62,21 @@ class Explanation:
         For every engine, why it was or was not chosen.
     detail : dict
         Facts about the job the choice rested on (sizes, dtype, device, kernel, mask).
+    plan : dict
+        For a certified method (``tolerance=``): its parameters (expansion order,
+        cell size, grid size) and the bound they prove; empty for exact engines.
     """
 
     engine: str
     reasons: dict[str, str] = field(default_factory=dict)
     detail: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         facts = ", ".join(f"{k}={v}" for k, v in self.detail.items())
         lines = [f"engine: {self.engine}  ({facts})"]
+        if self.plan:
+            lines.append("  plan: " + ", ".join(f"{k}={v}" for k, v in self.plan.items()))
         lines += [f"  {name:<10} {why}" for name, why in self.reasons.items()]
         return "\n".join(lines)
 
@@ -86,9 +96,19 @@ def choose(job: Job, requested: str = "auto", *,
     """Pick the engine for ``job`` (or check the requested one) and explain.
 
     ``describe=False`` leaves ``Explanation.detail`` empty: formatting the
-    kernel and mask costs more than choosing for small problems.
+    kernel and mask costs more than choosing for small problems. It also
+    asks only the engines up to the first that accepts (or the requested
+    one): some checks (a spatial sort) cost a fast engine's whole run.
     """
     engines = adapt_engines(job, _engines())
+    if not describe:
+        if requested != "auto":
+            engine = engines[get_engine(requested).name]
+            _check_requested(requested, engine.refuse(job))
+            return engine, Explanation(requested)
+        for name in ENGINES:
+            if engines[name].refuse(job) is None:
+                return engines[name], Explanation(name)
     detail = {
         "m": job.m, "n": job.n, "p": job.p, "dtype": str(job.dtype).replace("torch.", ""),
         "device": str(job.device), "kernel": repr(job.kernel.kernel),
@@ -97,12 +117,7 @@ def choose(job: Job, requested: str = "auto", *,
     refusals = {name: engine.refuse(job) for name, engine in engines.items()}
     if requested != "auto":
         engine = engines[get_engine(requested).name]
-        why = refusals[engine.name]
-        if why is not None:
-            raise NadarayaError(
-                f"engine={requested!r} cannot run this problem: {why}. "
-                "Use engine='auto' or see nadaraya.explain(...) for the engines that can."
-            )
+        _check_requested(requested, refusals[engine.name])
         reasons = {
             name: ("chosen: requested by the caller" if name == requested else
                    f"not requested (engine={requested!r})" if refusals[name] is None else
@@ -120,3 +135,11 @@ def choose(job: Job, requested: str = "auto", *,
         else:
             reasons[name] = f"could run, but {chosen!r} is preferred for this problem"
     return engines[chosen], Explanation(chosen, reasons, detail)
+
+
+def _check_requested(requested: str, why: str | None) -> None:
+    if why is not None:
+        raise NadarayaError(
+            f"engine={requested!r} cannot run this problem: {why}. "
+            "Use engine='auto' or see nadaraya.explain(...) for the engines that can."
+        )

@@ -29,6 +29,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from .._errors import NadarayaError
 from ..engine import smooth, weights
 from ..engine._empty import EMPTY_POLICIES
+from ..engine.certified import check_tolerance
 from . import _frame
 from ._bandwidth import RULES, check_bandwidth, rule_bandwidth, search_bandwidth, weighted_spread
 from ._design import LocalDesign, _powers, moment_bits, moment_shift
@@ -37,6 +38,12 @@ from ._kernel import KernelSpec, check_kernel, is_named_radial, make_spec
 from ._loo import CRITERIA, LooFit, criterion_value, loo_fit
 
 __all__ = ["KernelSmoother"]
+
+# Beyond this many exact kernel evaluations a fit warns that it has no tolerance: at the
+# exact engines' rate on a few cores (about 1e9 per second) it is an hour or more.
+_EXACT_PAIRS = 4e12
+# Criterion evaluations a typical bandwidth search makes on the full data.
+_SEARCH_EVALUATIONS = 20
 
 
 class KernelSmoother(BaseEstimator):
@@ -47,6 +54,20 @@ class KernelSmoother(BaseEstimator):
 
     def _ridge(self) -> float:
         return 0.0
+
+    def _tolerance(self) -> float | None:
+        return check_tolerance(getattr(self, "tolerance", None))
+
+    def _warn_scale(self, n: int, search: bool) -> None:
+        """Warn, naming ``tolerance``, when exact sums would take hours for this fit."""
+        pairs = float(n) ** 2 * (_SEARCH_EVALUATIONS if search else 1)
+        if self._tolerance() is None and pairs >= _EXACT_PAIRS:
+            warnings.warn(
+                f"this fit sums about {pairs:.1e} kernel weights exactly ({n} samples"
+                f"{', times a bandwidth search' if search else ''}), hours on a CPU. Pass "
+                "tolerance=1e-8 (or looser) to let certified fast transforms compute each "
+                "sum in O(n) within a proven bound, or fix the bandwidth.",
+                UserWarning, stacklevel=4)
 
     # -- parameters ------------------------------------------------------
     def _check_params(self, n_features: int) -> Any:
@@ -96,7 +117,8 @@ class KernelSmoother(BaseEstimator):
         wv = w if self._weighted else None
         values = design.values(X, Y, wv)
         fit = loo_fit(spec, design, X, Y, wv, values=values, mask=self.mask,
-                      engine=self.engine, full=full, unit=self._w_unit)
+                      engine=self.engine, full=full, unit=self._w_unit,
+                      tolerance=self._tolerance())
         return fit, design, values
 
     def _fit_smoother(self, X: np.ndarray, Y: np.ndarray, sample_weight: Any) -> None:
@@ -109,6 +131,7 @@ class KernelSmoother(BaseEstimator):
                                 "positive weight.")
         self._weighted = sample_weight is not None
         X, Y, w = X[keep], Y[keep], w[keep]
+        self._warn_scale(X.shape[0], isinstance(h_param, str) and h_param in CRITERIA)
         d = X.shape[1]
         # targets and weights in their power-of-two frames (exact; see ._frame)
         self._y_exp = _frame.exponent(Y)
@@ -200,7 +223,8 @@ class KernelSmoother(BaseEstimator):
         spec = self._spec if spec is None else spec
         return smooth(X, self.X_fit_, self._values if values is None else values,
                       spec.kernel, self.mask, bandwidth=spec.bandwidth, engine=self.engine,
-                      return_lse=return_lse, empty=self.empty if empty is None else empty)
+                      return_lse=return_lse, empty=self.empty if empty is None else empty,
+                      tolerance=self._tolerance())
 
     def _solve(self, means: np.ndarray, X: np.ndarray, *, coef: bool = False) -> Any:
         """Fitted values, ``c`` and ``mu0`` at ``X`` from ``means = self._means(X)``."""

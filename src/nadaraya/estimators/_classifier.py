@@ -26,7 +26,7 @@ class KernelClassifier(ClassifierMixin, KernelSmoother):
 
     Parameters
     ----------
-    kernel, bandwidth, mask, engine, empty
+    kernel, bandwidth, mask, engine, empty, tolerance
         As in :class:`~nadaraya.estimators.NadarayaWatsonRegressor`.
 
     Attributes
@@ -47,12 +47,14 @@ class KernelClassifier(ClassifierMixin, KernelSmoother):
     """
 
     def __init__(self, kernel: Any = "gaussian", bandwidth: Any = "cv", *, mask: Any = None,
-                 engine: str = "auto", empty: str = "raise") -> None:
+                 engine: str = "auto", empty: str = "raise",
+                 tolerance: float | None = None) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.mask = mask
         self.engine = engine
         self.empty = empty
+        self.tolerance = tolerance
 
     def _validate_X(self, X: Any) -> np.ndarray:
         return validate_data(self, X, reset=False, dtype=np.float64)

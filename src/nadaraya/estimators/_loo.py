@@ -83,7 +83,8 @@ def _own_visible(mask: Any, X: np.ndarray) -> np.ndarray:
 
 def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
             w: np.ndarray | None, *, values: np.ndarray | None = None, mask: Any = None,
-            engine: str = "auto", full: bool = True, unit: float = 1.0) -> LooFit:
+            engine: str = "auto", full: bool = True, unit: float = 1.0,
+            tolerance: float | None = None) -> LooFit:
     """Leave-one-out and in-sample fits at the training points, one engine pass.
 
     Parameters
@@ -106,13 +107,15 @@ def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
     unit : float, default 1.0
         The weight one in the frame of ``w``: leaving a point out removes that
         much of its weight (``inf``: all of every weight).
+    tolerance : float or None
+        As in :func:`nadaraya.smooth`.
     """
     p = Y.shape[1]
     A = design.values(X, Y, w) if values is None else values
     user = get_mask(mask)
     loo_mask = LeaveOneOut() if user is None else user & LeaveOneOut()
     means, lse = smooth(X, X, A, spec.kernel, loo_mask, bandwidth=spec.bandwidth,
-                        engine=engine, return_lse=True, empty="nan")
+                        engine=engine, return_lse=True, empty="nan", tolerance=tolerance)
     own = spec.self_scores(X)
     with np.errstate(over="ignore", invalid="ignore"):
         share = 1.0 / (1.0 + np.exp(lse - own))

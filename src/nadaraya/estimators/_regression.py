@@ -192,6 +192,14 @@ class NadarayaWatsonRegressor(_KernelRegressor):
         Engine of :func:`nadaraya.smooth`.
     empty : {"raise", "nan", "nearest"}, default "raise"
         What to do for a query that no training point weighs (compact kernels).
+    tolerance : float in (0, 1) or None, default None
+        Passed to :func:`nadaraya.smooth` in the bandwidth search, the
+        leave-one-out pass (and so the smoother diagonal) and prediction:
+        each kernel-weighted mean of the fit's moments ends within
+        ``tolerance`` times the largest moment of its column, by a proven
+        bound (the fast Gauss transform or binned sums: O(n) rather than
+        O(n^2) per evaluation). None: exact sums; a fit far beyond the
+        exact engines' reach then warns, naming this parameter.
 
     Attributes
     ----------
@@ -236,12 +244,14 @@ class NadarayaWatsonRegressor(_KernelRegressor):
     """
 
     def __init__(self, kernel: Any = "gaussian", bandwidth: Any = "cv", *, mask: Any = None,
-                 engine: str = "auto", empty: str = "raise") -> None:
+                 engine: str = "auto", empty: str = "raise",
+                 tolerance: float | None = None) -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.mask = mask
         self.engine = engine
         self.empty = empty
+        self.tolerance = tolerance
 
 
 class LocalPolynomialRegressor(_KernelRegressor):
@@ -276,7 +286,7 @@ class LocalPolynomialRegressor(_KernelRegressor):
     ----------
     degree : int, default 1
         Degree of the local polynomial (0 is Nadaraya-Watson).
-    kernel, bandwidth, mask, engine, empty
+    kernel, bandwidth, mask, engine, empty, tolerance
         As in :class:`NadarayaWatsonRegressor`.
     ridge : float, default 0.0
         Tikhonov term added to the local covariance of the monomials, in
@@ -301,7 +311,7 @@ class LocalPolynomialRegressor(_KernelRegressor):
 
     def __init__(self, degree: int = 1, kernel: Any = "gaussian", bandwidth: Any = "cv", *,
                  ridge: float = 0.0, mask: Any = None, engine: str = "auto",
-                 empty: str = "raise") -> None:
+                 empty: str = "raise", tolerance: float | None = None) -> None:
         self.degree = degree
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -309,6 +319,7 @@ class LocalPolynomialRegressor(_KernelRegressor):
         self.mask = mask
         self.engine = engine
         self.empty = empty
+        self.tolerance = tolerance
 
     def _degree(self) -> int:
         if not (isinstance(self.degree, int | np.integer) and not isinstance(self.degree, bool)

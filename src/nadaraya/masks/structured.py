@@ -76,17 +76,63 @@ class LeaveOneOut(IndexMask):
 
     Used with queries equal to the keys it gives the leave-one-out fit that
     cross-validation needs, without refitting n times.
+
+    Parameters
+    ----------
+    rows : array-like of int of shape (m,), optional
+        The key hidden from each query: query ``i`` does not see key
+        ``rows[i]``. Default: key ``i`` (queries are the keys). Given, it
+        leaves out the training points ``rows`` for the queries
+        ``X[rows]`` (a few rows of a leave-one-out fit, recomputed).
     """
 
     name = "leave-one-out"
 
+    def __init__(self, rows: object = None) -> None:
+        self.rows = None
+        if rows is not None:
+            t = torch.as_tensor(rows)
+            if t.ndim != 1 or t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+                raise NadarayaError(
+                    "LeaveOneOut rows must be a 1-D array of key indices (one per query); "
+                    f"got {rows!r}."
+                )
+            self.rows = t.to(torch.int64)
+
+    def _prepare(self, bound: BoundMask) -> None:
+        if self.rows is None:
+            return
+        m, n = bound.problem.n_queries, bound.problem.n_keys
+        if self.rows.numel() != m:
+            raise NadarayaError(
+                f"LeaveOneOut rows must name one key per query ({m}); got {self.rows.numel()}."
+            )
+        if m and not bool(((self.rows >= 0) & (self.rows < n)).all()):
+            raise NadarayaError(
+                f"LeaveOneOut rows must be key indices in [0, {n}); "
+                f"got values from {int(self.rows.min())} to {int(self.rows.max())}."
+            )
+
+    def _hidden(self, bound: BoundMask, i: torch.Tensor) -> torch.Tensor:
+        if self.rows is None:
+            return i
+        return self.rows.to(i.device)[i]
+
     def _predicate(self, bound: BoundMask, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
-        return i != j
+        return self._hidden(bound, i) != j
 
     def _status(self, bound: BoundMask, rows: slice, cols: slice) -> Visibility:
         i0, i1, j0, j1 = _span(rows, cols)
+        if self.rows is not None:
+            hidden = self.rows[rows]
+            if not bool(((hidden >= j0) & (hidden <= j1)).any()):
+                return Visibility.FULL
+            return Visibility.EMPTY if (i0 == i1 and j0 == j1) else Visibility.PARTIAL
         if i1 < j0 or j1 < i0:
             return Visibility.FULL
         if i0 == i1 == j0 == j1:
             return Visibility.EMPTY
         return Visibility.PARTIAL
+
+    def _params(self) -> str:
+        return "" if self.rows is None else f"rows=<{self.rows.numel()} rows>"
