@@ -241,8 +241,10 @@ def explain(
     --------
     >>> import numpy as np, nadaraya
     >>> x = np.linspace(0, 1, 10)
-    >>> nadaraya.explain(x, x, x, bandwidth=0.1).engine
+    >>> nadaraya.explain(x, x, x, bandwidth=0.1, engine="fused").engine
     'fused'
+    >>> nadaraya.explain(x, x, x, bandwidth=0.1, tolerance=1e-8).reasons["fgt"].startswith("could")
+    True
     """
     job, _ = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)

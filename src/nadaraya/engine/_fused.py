@@ -245,7 +245,7 @@ class FusedEngine:
     --------
     >>> import numpy as np, nadaraya
     >>> x = np.linspace(0, 6, 200)
-    >>> nadaraya.explain(x, x, np.sin(x), "gaussian", bandwidth=0.3).engine
+    >>> nadaraya.explain(x, x, np.sin(x), "gaussian", bandwidth=0.3, engine="fused").engine
     'fused'
     """
 
