@@ -159,7 +159,7 @@ def torch_sdpa(q: np.ndarray, k: np.ndarray, y: np.ndarray, kernel: str, h: floa
     centre = k.mean(0)  # smaller norms, less cancellation in q.k - ||k||^2 / 2
     kt = torch.from_numpy(k - centre)
     qt = torch.from_numpy(q - centre)
-    v = torch.from_numpy(y)[None, :, None]
+    v = torch.from_numpy(y)[None, None, :, None]  # 4-D: the fused CPU kernel's layout
     bias = -(kt * kt).sum(1) / (2 * h * h)
     rows = max(1, 2**23 // k.shape[0])
     out = []
@@ -167,9 +167,9 @@ def torch_sdpa(q: np.ndarray, k: np.ndarray, y: np.ndarray, kernel: str, h: floa
         for s in range(0, qt.shape[0], rows):
             qs = qt[s:s + rows]
             mask = bias[None, :].expand(qs.shape[0], -1)
-            o = F.scaled_dot_product_attention(qs[None], kt[None], v, attn_mask=mask[None],
-                                               scale=1.0 / (h * h))
-            out.append(o[0, :, 0])
+            o = F.scaled_dot_product_attention(qs[None, None], kt[None, None], v,
+                                               attn_mask=mask[None, None], scale=1.0 / (h * h))
+            out.append(o[0, 0, :, 0])
     return {"mean": torch.cat(out).numpy(), "total": None}
 
 

@@ -131,9 +131,10 @@ def torch_sdpa(x: np.ndarray, y: np.ndarray, h: float) -> np.ndarray:
     v = torch.from_numpy(y)[:, None]
     bias = -(q * q).sum(1) / (2 * h * h)  # -||k||^2 / 2h^2; the query term cancels
     mask = bias[None, :].expand(q.shape[0], -1)
-    out = F.scaled_dot_product_attention(q[None], q[None], v[None], attn_mask=mask[None],
-                                         scale=1.0 / (h * h))
-    return out[0, :, 0].numpy()
+    # 4-D (batch, heads, length, features): the layout of the fused CPU kernel
+    out = F.scaled_dot_product_attention(q[None, None], q[None, None], v[None, None],
+                                         attn_mask=mask[None, None], scale=1.0 / (h * h))
+    return out[0, 0, :, 0].numpy()
 
 
 def sklearn_knn(x: np.ndarray, y: np.ndarray, h: float) -> np.ndarray:
