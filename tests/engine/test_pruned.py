@@ -28,6 +28,7 @@ MASKS = mask_cases()
 def always(monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine runs whatever share of blocks it expects to visit."""
     monkeypatch.setattr(_pruned, "MAX_VISITED_SHARE", 1.0)
+    monkeypatch.setattr(_pruned, "MAX_SHARE_BESIDE_COMPILED", 1.0)
 
 
 class VisitSpy:
@@ -82,6 +83,7 @@ def test_equals_dense_for_every_radial_kernel_and_mask(always: None, kernel_case
 def test_skips_most_blocks_at_a_small_bandwidth(monkeypatch: pytest.MonkeyPatch, d: int) -> None:
     x = _cloud(3000, d, 10.0)
     v = np.sin(x).sum(1)
+    monkeypatch.setattr(_pruned, "MAX_SHARE_BESIDE_COMPILED", 0.5)
     spy = VisitSpy(monkeypatch)
     with nadaraya.config_context(**SMALL_BLOCKS):
         ex = nadaraya.explain(x, x, v, "gaussian", M.LeaveOneOut(), bandwidth=0.05)
@@ -99,6 +101,28 @@ def test_visits_every_block_when_no_weight_is_negligible(always: None,
     with nadaraya.config_context(**SMALL_BLOCKS):
         nadaraya.smooth(x, x, x[:, 0], "gaussian", bandwidth=5.0, engine="pruned")
     assert spy.blocks == math.ceil(200 / 8) * math.ceil(200 / 16)
+
+
+def test_leaves_a_moderate_share_to_the_compiled_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    x = _cloud(3000, 1, 1.0)
+    with nadaraya.config_context(**SMALL_BLOCKS):
+        job, _ = build_job(x, x, x[:, 0], "gaussian", None, 0.02)
+        share = _pruned.PrunedEngine()._plan(job).share
+        assert _pruned.MAX_SHARE_BESIDE_COMPILED < share < _pruned.MAX_VISITED_SHARE
+        if _pruned.CompiledEngine().refuse(job) is None:
+            ex = nadaraya.explain(x, x, x[:, 0], "gaussian", bandwidth=0.02)
+            assert ex.engine == "compiled"
+            assert "compiled engine" in ex.reasons["pruned"]
+            # named by the caller, it still runs
+            got = nadaraya.smooth(x, x, x[:, 0], "gaussian", bandwidth=0.02, engine="pruned")
+            assert rel_err(got, dense64(x, x, x[:, 0], "gaussian", bandwidth=0.02)) <= 1e-13
+        # without the compiled engine the share is worth pruning
+        monkeypatch.setattr(_pruned.CompiledEngine, "refuse", lambda self, job: "off")
+        ex = nadaraya.explain(x, x, x[:, 0], "gaussian", bandwidth=0.02)
+        got = nadaraya.smooth(x, x, x[:, 0], "gaussian", bandwidth=0.02)
+    assert ex.engine == "pruned"
+    assert rel_err(got, dense64(x, x, x[:, 0], "gaussian", bandwidth=0.02)) <= 1e-13
 
 
 def test_refuses_when_most_blocks_carry_weight() -> None:

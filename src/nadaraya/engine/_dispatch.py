@@ -1,9 +1,12 @@
 """Choosing an engine, and saying why.
 
 Every engine answers two questions about a job: ``refuse(job)`` (a reason it
-cannot run it, or None) and ``cost(job)`` (a rough operation count). The
-automatic choice takes engines in order of preference and keeps the first
-that accepts; :class:`Explanation` records the verdict on every engine.
+cannot run it, or None) and ``cost(job)`` (a rough operation count). An engine
+may also ``defer(job)``: it can run the job, but says why another is faster
+(the automatic choice then passes over it; a caller who names it still gets
+it). The automatic choice takes engines in order of preference and keeps the
+first that accepts and does not defer; :class:`Explanation` records the verdict
+on every engine.
 """
 
 from __future__ import annotations
@@ -81,6 +84,12 @@ class Explanation:
         return "\n".join(lines)
 
 
+def _defers(engine: Engine, job: Job) -> str | None:
+    """The engine's reason to be passed over by the automatic choice (None: it is not)."""
+    defer = getattr(engine, "defer", None)
+    return None if defer is None else defer(job)
+
+
 def get_engine(name: str) -> Engine:
     engines = _engines()
     try:
@@ -107,7 +116,7 @@ def choose(job: Job, requested: str = "auto", *,
             _check_requested(requested, engine.refuse(job))
             return engine, Explanation(requested)
         for name in ENGINES:
-            if engines[name].refuse(job) is None:
+            if engines[name].refuse(job) is None and _defers(engines[name], job) is None:
                 return engines[name], Explanation(name)
     detail = {
         "m": job.m, "n": job.n, "p": job.p, "dtype": str(job.dtype).replace("torch.", ""),
@@ -125,13 +134,22 @@ def choose(job: Job, requested: str = "auto", *,
             for name in engines
         }
         return engine, Explanation(requested, reasons, detail)
-    chosen = next(name for name in ENGINES if refusals[name] is None)
+    deferrals: dict[str, str | None] = {}
+    for name in ENGINES:
+        if refusals[name] is None:
+            deferrals[name] = _defers(engines[name], job)
+            if deferrals[name] is None:
+                break
+    chosen = next(name for name in ENGINES
+                  if refusals[name] is None and deferrals.get(name) is None)
     reasons = {}
     for name in ENGINES:
         if name == chosen:
             reasons[name] = "chosen: first engine in order of preference that can run it"
         elif refusals[name] is not None:
             reasons[name] = f"cannot run: {refusals[name]}"
+        elif deferrals.get(name) is not None:
+            reasons[name] = f"could run, but {deferrals[name]}"
         else:
             reasons[name] = f"could run, but {chosen!r} is preferred for this problem"
     return engines[chosen], Explanation(chosen, reasons, detail)

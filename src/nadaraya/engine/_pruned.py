@@ -22,7 +22,8 @@ Weights are folded as in the streamed engine's bounded pass (radial scores
 peak at 0, so no running maximum); rows whose total is too small for that are
 redone by its exact pass over every key. Masks are applied pair by pair on
 the original indices. The engine refuses when a sample of query blocks shows
-that most key blocks carry weight above rounding: then the fused or streamed
+that most key blocks carry weight above rounding (more than a tenth or so when
+the compiled engine can run the job): then the compiled, fused or streamed
 engine, which do not pay for the order and the bounds, are faster.
 """
 
@@ -42,14 +43,19 @@ from ._products import RowSums, augmented_values
 from ._state import SmoothState
 from ._streamed import StreamedEngine, _Scorer
 from ._threads import map_blocks
+from .compiled import CompiledEngine
 
-__all__ = ["MAX_VISITED_SHARE", "PRUNE_TOLERANCE", "PrunedEngine"]
+__all__ = ["MAX_SHARE_BESIDE_COMPILED", "MAX_VISITED_SHARE", "PRUNE_TOLERANCE", "PrunedEngine"]
 
 # Skipped blocks weigh at most this many machine epsilons of a row's total.
 PRUNE_TOLERANCE = 2.0**-8
 # Above this estimated share of key blocks visited, the fused or streamed
 # engine is faster (no ordering, no bounds, a fused kernel).
 MAX_VISITED_SHARE = 0.6
+# The same where the compiled engine can run the job: its vectorized loop over
+# every pair takes about as long as this engine visiting 12% of the blocks
+# (1-D task, n = m = 1e5, float32 and float64; benchmarks/bench_engine.py).
+MAX_SHARE_BESIDE_COMPILED = 0.12
 # Largest key block: finer blocks prune closer to the kernel's reach.
 _KEY_BLOCK = 1024
 # Query blocks sampled to estimate the visited share.
@@ -164,6 +170,14 @@ class PrunedEngine:
         if plan.share > MAX_VISITED_SHARE:
             return (f"about {plan.share:.0%} of key blocks carry weight above rounding; "
                     "visiting every block without bounds is faster")
+        return None
+
+    def defer(self, job: Job) -> str | None:
+        """Why the automatic choice should pass over this engine although it can run ``job``."""
+        share = self._plan(job).share
+        if share > MAX_SHARE_BESIDE_COMPILED and CompiledEngine().refuse(job) is None:
+            return (f"about {share:.0%} of key blocks carry weight above rounding; the "
+                    "compiled engine's loop over every pair is faster")
         return None
 
     def cost(self, job: Job) -> float:
