@@ -11,8 +11,11 @@ same way, n = m. Cases (``--cases``):
 * ``gauss3d``: 3-D Gaussian, n = m = 1e6, h = 0.3, tolerance 1e-8.
 * ``laplace1d``, ``epan1d``: 1-D Laplacian and Epanechnikov, n = m = 1e6,
   h in {0.03, 0.3}, exact (``tolerance=None``).
-* ``memory``: ours alone at n = m = 1e7, h = 0.3: Gaussian at 1e-10,
-  Laplacian and Epanechnikov exact; the peak memory of each.
+* ``memory``: ours alone at n = m = 1e7, h in {0.003, 0.03, 0.3}: Gaussian
+  at 1e-10 and 1e-4 (the method ``smooth`` chooses), Gaussian binned at 1e-4
+  (``engine="binned"``), Laplacian and Epanechnikov exact (the sweeps); each
+  row is followed by the memory it held against the issue's target
+  (:data:`TARGET_MB`, 500 MB).
 
 Ours is the public API, ``nadaraya.smooth(queries, keys, values, kernel,
 bandwidth=h, tolerance=tol)``; ``nadaraya.explain(..., tolerance=tol)`` names
@@ -75,15 +78,21 @@ CUTOFF = {"gaussian": 38.7, "laplacian": 746.0, "epanechnikov": 1.0}
 QUADRATIC = ("dense", "streamed", "fused", "pruned", "autograd", "neighbors")
 
 
+# the memory a call at n = m = 1e7 may hold (the issue's target), in MB of 10^6 bytes
+TARGET_MB = 500.0
+
+
 @dataclass(frozen=True)
 class Case:
     title: str
     d: int
-    groups: tuple[tuple[str, tuple[float | None, ...]], ...]  # (kernel, tolerances)
+    # (kernel, tolerances) or (kernel, tolerances, engine); the engine is "auto" by default
+    groups: tuple[tuple[Any, ...], ...]
     bandwidths: tuple[float, ...]
     size: float
     quick_size: float
     peers: bool = True
+    target: bool = False  # print each row's held memory against TARGET_MB
 
 
 CASES = {
@@ -98,8 +107,9 @@ CASES = {
     "epan1d": Case("1-D Epanechnikov, exact", 1, (("epanechnikov", (None,)),), (0.03, 0.3),
                    1e6, 1e4),
     "memory": Case("peak memory, ours alone", 1,
-                   (("gaussian", (1e-10,)), ("laplacian", (None,)),
-                    ("epanechnikov", (None,))), (0.3,), 1e7, 1e5, peers=False),
+                   (("gaussian", (1e-10, 1e-4)), ("gaussian", (1e-4,), "binned"),
+                    ("laplacian", (None,)), ("epanechnikov", (None,))),
+                   (0.003, 0.03, 0.3), 1e7, 1e5, peers=False, target=True),
 }
 
 
@@ -152,11 +162,12 @@ def oracle(q: np.ndarray, k: np.ndarray, y: np.ndarray, kernel: str, h: float) -
 
 
 def ours(q: np.ndarray, k: np.ndarray, y: np.ndarray, kernel: str, h: float,
-         tol: float | None, **_: Any) -> dict[str, Any]:
+         tol: float | None, engine: str = "auto", **_: Any) -> dict[str, Any]:
     import nadaraya
 
     kw = {} if tol is None else {"tolerance": tol}
-    return {"mean": np.asarray(nadaraya.smooth(q, k, y, kernel, bandwidth=h, **kw)),
+    return {"mean": np.asarray(nadaraya.smooth(q, k, y, kernel, bandwidth=h, engine=engine,
+                                               **kw)),
             "total": None}
 
 
@@ -169,7 +180,8 @@ def describe_ours(q: np.ndarray, k: np.ndarray, y: np.ndarray, spec: dict[str, A
     if tol is not None and "tolerance" not in inspect.signature(nadaraya.smooth).parameters:
         return "", "tolerance= not available in this nadaraya"
     kw = {} if tol is None else {"tolerance": tol}
-    ex = nadaraya.explain(q, k, y, spec["kernel"], bandwidth=spec["h"], **kw)
+    ex = nadaraya.explain(q, k, y, spec["kernel"], bandwidth=spec["h"],
+                          engine=spec.get("engine", "auto"), **kw)
     what = " ".join([ex.engine, *_plan_facts(getattr(ex, "plan", None))])
     pairs = float(spec["n"]) * spec["m"]
     if ex.engine in QUADRATIC and pairs > spec["max_pairs"]:
@@ -240,6 +252,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         if peer.kind == "exact":
             rows = sample[:max(1, min(len(sample), int(peer.budget // spec["n"])))]
     kw = {"tol": spec["tol"], "grid_per_h": spec["grid_per_h"], "max_cells": spec["max_cells"]}
+    if method == "ours":
+        kw["engine"] = spec.get("engine", "auto")
     few = min(2000, spec["n"])
     run(q[:few], k[:few], y[:few], kernel, max(h, 0.3), **kw)  # warm-up
     reset = _reset_peak()
@@ -325,15 +339,18 @@ def run_case(name: str, case: Case, args: argparse.Namespace, tmp: Path) -> None
     peers = [p for p in PEERS.values() if case.peers and p.name in args.peers]
     for size in sizes:
         n = m = int(size)
-        for kernel, tolerances in case.groups:
+        for kernel, tolerances, *more in case.groups:
+            engine = more[0] if more else "auto"
             if args.tolerances and tolerances != (None,):
                 tolerances = tuple(args.tolerances)
             for h in args.bandwidths or case.bandwidths:
-                print(f"\n== {name}: {case.title}, kernel {kernel}, h = {h:g}, "
+                using = "" if engine == "auto" else f", engine={engine!r}"
+                print(f"\n== {name}: {case.title}, kernel {kernel}{using}, h = {h:g}, "
                       f"n = m = {n:.0e}, d = {case.d}", flush=True)
                 spec = {"d": case.d, "n": n, "m": m, "kernel": kernel, "h": h, "tol": None,
-                        "samples": args.samples, "grid_per_h": args.grid_per_h,
-                        "max_cells": args.max_cells, "max_pairs": args.max_pairs}
+                        "engine": engine, "samples": args.samples,
+                        "grid_per_h": args.grid_per_h, "max_cells": args.max_cells,
+                        "max_pairs": args.max_pairs}
                 exact, scale = None, 1.0
                 if case.peers:
                     rec = measure({**spec, "method": "oracle"}, args.timeout * 3, tmp)
@@ -349,6 +366,8 @@ def run_case(name: str, case: Case, args: argparse.Namespace, tmp: Path) -> None
                     rec = measure({**spec, "method": "ours", "tol": tol}, args.timeout, tmp)
                     label = "ours exact" if tol is None else f"ours tol={tol:.0e}"
                     print(row(label, rec, exact, scale, None, tol), flush=True)
+                    if case.target:
+                        print(memory_row(rec, n), flush=True)
                     if "time" in rec:
                         times[tol] = rec["time"]
                 given = [t for t in tolerances if t is not None]
@@ -359,6 +378,19 @@ def run_case(name: str, case: Case, args: argparse.Namespace, tmp: Path) -> None
                     rec = measure({**spec, "method": peer.name}, args.timeout, tmp)
                     ref = times.get(loose if peer.kind == "binned" else tight)
                     print(row(peer.name, rec, exact, scale, ref), flush=True)
+
+
+def memory_row(rec: dict[str, Any], n: int) -> str:
+    """The memory a run held against :data:`TARGET_MB` (a target set at n = m = 1e7)."""
+    if "held" not in rec:
+        return "  memory: -"
+    held = rec["held"] * 2**20 / 1e6
+    line = (f"  memory: held {held:.0f} MB (the inputs: {3 * 8 * n / 1e6:.0f} MB); "
+            f"target <= {TARGET_MB:.0f} MB at n = m = 1e7")
+    if n != 10**7:
+        return line + f" (not this size: n = m = {n:.0e})"
+    verdict = "within" if held <= TARGET_MB else "OVER"
+    return line + f": {verdict}, {held / TARGET_MB:.2f} of it"
 
 
 def versions() -> str:

@@ -12,9 +12,18 @@ With --compare FIG.png, a figure shows the noisy image, the denoised one and
 their difference side by side; with --reference CLEAN.png, the titles give
 each image's PSNR against that clean reference.
 
+An image whose working copy (its pixels as float32, float64 for float64
+files) exceeds the working memory (NADARAYA_WORKING_MEMORY, MiB) is filtered
+in bands of rows through dask, with the same result: an uncompressed TIFF is
+read lazily, and a TIFF output is written band by band (other formats are
+decoded and encoded whole). --scheduler ADDRESS runs the bands on a dask
+distributed cluster (the workers must see IN's file system); without it they
+run on local threads. Chunked images take no --compare or --reference.
+
 Examples:
   nadaraya denoise noisy.png clean.png --method nlm --sigma 25
   nadaraya denoise noisy.png out.png --method skr --compare fig.png --reference truth.png
+  nadaraya denoise big.tif out.tif --sigma 12 --scheduler tcp://10.0.0.5:8786
 """
 
 from __future__ import annotations
@@ -22,12 +31,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .._errors import NadarayaError
+from ._scheduler import scheduler
 
 __all__ = ["FIGURES", "MEMORY_HINT", "add_arguments", "files", "run"]
 
@@ -72,6 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "denoised and their difference side by side")
     parser.add_argument("--reference", metavar="CLEAN",
                         help="clean image: the --compare titles then give PSNR against it")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="address of a dask distributed scheduler (e.g. "
+                             "tcp://host:8786) to filter the image on, in bands of rows; "
+                             "default: local threads, and only for images larger than the "
+                             "working memory")
 
 
 def files(args: argparse.Namespace) -> tuple[list[str], dict[str, str | None]]:
@@ -103,9 +119,111 @@ def _about(what: str) -> Iterator[None]:
         raise NadarayaError(f"{what}: {exc}") from None
 
 
+def _working_copy(shape: tuple[int, ...], dtype: Any) -> int:
+    """Bytes of the float copy the filters make of an image of ``shape`` and ``dtype``."""
+    import numpy as np
+
+    return int(np.prod(shape)) * (8 if np.dtype(dtype) == np.float64 else 4)
+
+
+def _band_rows(shape: tuple[int, ...], dtype: Any, budget: float) -> int:
+    """Rows per chunk: a band's working copy takes a quarter of the budget (MiB)."""
+    row = _working_copy(shape[1:], dtype)
+    return max(1, min(int(shape[0]), int(budget * 2**20 / 4 // max(row, 1))))
+
+
+def _threads(client: Any) -> int:
+    """Bands to compute at once: the cluster's threads (local cores without a client)."""
+    if client is None:
+        return max(2, os.cpu_count() or 1)
+    workers = client.scheduler_info()["workers"].values()
+    return max(2, sum(w.get("nthreads", 1) for w in workers))
+
+
+def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
+             pixels: Any = None) -> int:
+    """``nadaraya denoise`` of an image through dask, in bands of rows: IN read lazily
+    when it is an uncompressed TIFF, else ``pixels`` (IN decoded)."""
+    import dask.array as da
+    import numpy as np
+
+    from .._config import get_config
+    from ..image import estimate_noise
+    from ..image._chunked_io import read_chunked, write_tiff_bands
+    from ..image._dask import dask_image
+    from ..image._dask import data_range as dask_range
+    from ..image._io import image_writer
+    from ..image.denoise import check_sigma, denoise
+
+    target = args.outputs["OUT"]
+    suffix = target.suffix or Path(args.input).suffix.lower()
+    channels = 1 if len(shape) == 2 else shape[2]
+    writer = image_writer(suffix, dtype, channels, f"OUT {target}")
+    budget = get_config().working_memory
+    size = (f"IN {args.input} ({shape[1]} x {shape[0]}, "
+            f"{_working_copy(shape, dtype) / 2**20:.3g} MiB as floats) is filtered in chunks")
+    for option in ("compare", "reference"):
+        if getattr(args, option) is not None:
+            raise NadarayaError(f"--{option}: {size}, and --{option} needs the whole image "
+                                "in memory; leave it out, or raise NADARAYA_WORKING_MEMORY.")
+    rows = _band_rows(shape, dtype, budget)
+    with scheduler(args.scheduler) as client:
+        batch = _threads(client)
+        if pixels is None:
+            with _about("IN"):
+                noisy = read_chunked(args.input, rows)
+        else:
+            noisy = da.from_array(pixels, chunks=(rows, *pixels.shape[1:]))
+        colour, alpha = _split_alpha(noisy)
+        if args.data_range is not None:
+            data_range, scale = args.data_range, "given"
+        else:
+            with _about(f"IN {args.input}"):
+                data_range = dask_range(dask_image(colour))
+            scale = ("the dtype's maximum" if noisy.dtype.kind in "ui" else
+                     "the span of the data; --data-range sets it")
+        sigma, how = args.sigma, "given"
+        if sigma is None:
+            with _about(f"IN {args.input}"):
+                sigma = estimate_noise(colour)
+            how = "estimated"
+            if sigma == 0:
+                raise NadarayaError(f"IN {args.input}: no noise found (estimated sigma 0); "
+                                    "give --sigma to filter it anyway.")
+        check_sigma(sigma, data_range, range_name="--data-range",
+                    name="--sigma" if how == "given" else f"the noise level estimated from "
+                                                          f"IN {args.input} (--sigma sets it)")
+        start = time.perf_counter()
+        with _about(f"IN {args.input}"):
+            out = denoise(colour, args.method, sigma, data_range=data_range)
+            if writer == "tifffile":
+                write_tiff_bands(target, out, alpha, batch=batch)
+            else:
+                from ..image._io import write_image
+
+                result = _join_alpha(out.compute(), None if alpha is None else
+                                     alpha.compute(), np)
+                write_image(target, result, suffix=suffix)
+        elapsed = time.perf_counter() - start
+    kept = " (alpha kept)" if alpha is not None else ""
+    where = f"scheduler {args.scheduler}" if args.scheduler else "local threads"
+    print(f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
+          f"({scale}), {shape[1]} x {shape[0]} {np.dtype(dtype)}{kept} in bands of {rows} "
+          f"rows on {where} in {elapsed:.2f} s -> {target}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``nadaraya denoise``; returns the exit status."""
     import numpy as np
+
+    from .._config import get_config
+    from ..image._chunked_io import image_header
+
+    header = image_header(args.input)
+    if header is not None and header[2] and (args.scheduler is not None or _working_copy(
+            header[0], header[1]) > get_config().working_memory * 2**20):
+        return _chunked(args, header[0], header[1])
 
     from ..image import estimate_noise, psnr
     from ..image._io import as_image, data_range_of, image_writer, read_image, write_image
@@ -114,6 +232,9 @@ def run(args: argparse.Namespace) -> int:
     target = args.outputs["OUT"]
     with _about("IN"):
         noisy = read_image(args.input)
+    if args.scheduler is not None or _working_copy(noisy.shape, noisy.dtype) > (
+            get_config().working_memory * 2**20):
+        return _chunked(args, noisy.shape, noisy.dtype, noisy)
     suffix = target.suffix or Path(args.input).suffix.lower()
     image_writer(suffix, noisy.dtype, 1 if noisy.ndim == 2 else noisy.shape[2], f"OUT {target}")
     reference = None

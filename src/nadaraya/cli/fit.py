@@ -9,6 +9,14 @@ score and the effective degrees of freedom; with --out writes predictions
 (at the data, or at the points of --predict GRID.csv) with standard errors
 and a pointwise band; with --plot draws the fit (one --x column). Output
 files are written atomically and never over an input file.
+
+With --scheduler ADDRESS the work runs on that Dask cluster: DATA (a CSV
+file, or Parquet: a .parquet file or a folder of them) is read with
+dask.dataframe and stays on the cluster, the bandwidth search runs its
+criterion evaluations there, and --out streams the predictions (without
+standard errors or band) block by block into the file. A CSV file larger
+than the working-memory budget (NADARAYA_WORKING_MEMORY) is read the same
+way, on this machine.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .._errors import NadarayaError
+from ._scheduler import scheduler
 from ._table import read_columns
 
 if TYPE_CHECKING:
@@ -92,6 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show the bandwidth search as it runs (default: when standard "
                              "error is a terminal)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run on the Dask cluster whose scheduler is at ADDRESS (e.g. "
+                             "tcp://10.0.0.5:8786): the data are read with dask.dataframe (CSV "
+                             "or Parquet) and stay on the cluster")
 
 
 # -- files ------------------------------------------------------------------------
@@ -145,8 +158,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nadaraya fit``; returns the exit status."""
     import numpy as np
 
-    from ..estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor, search_progress
-
     x_cols, y_col = list(dict.fromkeys(args.x)), args.y
     if y_col in x_cols:
         raise NadarayaError(f"--y {y_col} is also an --x column; the target cannot be a feature.")
@@ -164,37 +175,22 @@ def run(args: argparse.Namespace) -> int:
                                 "columns; give one number, or one per column.")
         bandwidth = bandwidth[0] if len(bandwidth) == 1 else np.array(bandwidth)
 
+    if args.scheduler is not None or _too_large(args.data):
+        if args.plot is not None:
+            raise NadarayaError("--plot draws every data point; it is not available with "
+                                "--scheduler or data larger than the working-memory budget.")
+        with scheduler(args.scheduler):
+            return _run_dask(args, x_cols, y_col, bandwidth)
     data = read_columns(args.data, [*x_cols, y_col], drop_missing=args.drop_missing,
                         encoding=args.encoding)
     X = np.column_stack([data.columns[c] for c in x_cols])
     y = np.asarray(data.columns[y_col])
     dropped = data.dropped
-    if args.degree == 0:
-        model = NadarayaWatsonRegressor(args.kernel, bandwidth)
-        name = "Nadaraya-Watson"
-    else:
-        model = LocalPolynomialRegressor(args.degree, args.kernel, bandwidth)
-        name = {1: "local linear", 2: "local quadratic"}[args.degree]
-    show = sys.stderr.isatty() if args.progress is None else args.progress
-    progress = _Progress(sys.stderr, show, delay=0.5 if args.progress is None else 0.0)
-    try:
-        with search_progress(progress):
-            model.fit(X, y)
-    finally:
-        progress.close()
-
-    rows = f"{len(y)} rows" + (f" ({dropped} with missing values dropped)" if dropped else "")
-    print(f"{name} regression, {args.kernel} kernel: {y_col} ~ {' + '.join(x_cols)} "
-          f"on {rows} of {args.data}")
+    model, name = _model(args, bandwidth)
+    _fit(model, args, X, y)
+    _report(model, args, name, x_cols, y_col, bandwidth, len(y), dropped)
     if data.encoding != "utf-8":
         print(f"read {args.data} as {data.encoding} (--encoding sets it)")
-    h = np.atleast_1d(model.bandwidth_)
-    how = bandwidth if isinstance(bandwidth, str) else "given"
-    print(f"bandwidth ({how}): " + ", ".join(f"{c} {v:.6g}" for c, v in zip(x_cols, h,
-                                                                            strict=True)))
-    print(f"leave-one-out CV score (mean squared error): {model.cv_score_:.6g}")
-    print(f"effective degrees of freedom (trace of the smoother matrix): "
-          f"{model.effective_dof_:.4g}")
 
     if args.out is not None:
         if args.predict is not None:
@@ -217,3 +213,120 @@ def run(args: argparse.Namespace) -> int:
         save_figure(ax.figure, args.outputs["--plot"])
         print(f"wrote the figure to {args.outputs['--plot']}")
     return 0
+
+
+def _model(args: argparse.Namespace, bandwidth: Any) -> tuple[Any, str]:
+    """The estimator the options ask for, and its name."""
+    from ..estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor
+
+    if args.degree == 0:
+        return NadarayaWatsonRegressor(args.kernel, bandwidth), "Nadaraya-Watson"
+    return (LocalPolynomialRegressor(args.degree, args.kernel, bandwidth),
+            {1: "local linear", 2: "local quadratic"}[args.degree])
+
+
+def _fit(model: Any, args: argparse.Namespace, X: Any, y: Any) -> None:
+    """Fit, drawing the search's progress on standard error when asked."""
+    from ..estimators import search_progress
+
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = _Progress(sys.stderr, show, delay=0.5 if args.progress is None else 0.0)
+    try:
+        with search_progress(progress):
+            model.fit(X, y)
+    finally:
+        progress.close()
+
+
+def _report(model: Any, args: argparse.Namespace, name: str, x_cols: list[str], y_col: str,
+            bandwidth: Any, n: int, dropped: int) -> None:
+    """Print what was fitted: the model, the bandwidth, the CV score, the degrees of freedom."""
+    import numpy as np
+
+    rows = f"{n} rows" + (f" ({dropped} with missing values dropped)" if dropped else "")
+    print(f"{name} regression, {args.kernel} kernel: {y_col} ~ {' + '.join(x_cols)} "
+          f"on {rows} of {args.data}")
+    h = np.atleast_1d(model.bandwidth_)
+    how = bandwidth if isinstance(bandwidth, str) else "given"
+    print(f"bandwidth ({how}): " + ", ".join(f"{c} {v:.6g}" for c, v in zip(x_cols, h,
+                                                                            strict=True)))
+    print(f"leave-one-out CV score (mean squared error): {model.cv_score_:.6g}")
+    print(f"effective degrees of freedom (trace of the smoother matrix): "
+          f"{model.effective_dof_:.4g}")
+
+
+# -- on a Dask cluster -------------------------------------------------------------
+def _too_large(path: Path) -> bool:
+    """Whether ``path`` is a regular file larger than the working-memory budget."""
+    from .._config import get_config
+
+    try:
+        st = path.stat()
+    except (OSError, ValueError):  # read_columns reports what is wrong with the name
+        return False
+    import stat
+
+    return stat.S_ISREG(st.st_mode) and st.st_size > get_config().working_memory * 2**20
+
+
+def _frame(path: Path, columns: list[str], role: str, encoding: str | None) -> Any:
+    """The named columns of a CSV or Parquet file as a Dask DataFrame of float64."""
+    import dask.dataframe as dd
+
+    from ._table import _delimiter
+
+    if path.is_dir() or path.suffix.lower() in (".parquet", ".pq"):
+        frame = dd.read_parquet(str(path))
+    else:
+        with path.open(encoding=encoding or "utf-8", errors="replace") as f:
+            head = f.read(1 << 16)
+        frame = dd.read_csv(str(path), sep=_delimiter(head), comment="#",
+                            encoding=encoding or "utf-8", na_values=["."],
+                            skipinitialspace=True, dtype=str)
+        frame = frame.rename(columns={c: c.strip() for c in frame.columns})
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise NadarayaError(f"{role} {path} has no column {missing[0]!r}; its columns are "
+                            f"{', '.join(map(str, frame.columns))}.")
+    return frame[columns].astype("float64")
+
+
+def _run_dask(args: argparse.Namespace, x_cols: list[str], y_col: str, bandwidth: Any) -> int:
+    """``nadaraya fit`` with the data read and kept by Dask."""
+    import dask
+
+    frame = _frame(args.data, [*x_cols, y_col], "DATA", args.encoding)
+    total = None
+    if args.drop_missing:
+        total = frame.shape[0]
+        frame = frame.dropna()
+    model, name = _model(args, bandwidth)
+    _fit(model, args, frame[x_cols], frame[y_col])
+    n = model.X_fit_.shape[0]
+    dropped = int(dask.compute(total)[0]) - n if total is not None else 0
+    _report(model, args, name, x_cols, y_col, bandwidth, n, dropped)
+    if args.out is not None:
+        grid = (frame if args.predict is None
+                else _frame(args.predict, x_cols, "GRID", args.encoding))[x_cols]
+        mean = model.predict(grid)
+        Xq = model.X_fit_ if args.predict is None else grid.to_dask_array(lengths=True)
+        Xq = Xq.rechunk({0: mean.chunks[0]})
+        _write_blocks(args.outputs["--out"], [*x_cols, f"{y_col}_pred"], Xq, mean)
+        print(f"wrote {mean.shape[0]} predictions to {args.outputs['--out']} (standard errors "
+              "and band are not computed on Dask data)")
+    return 0
+
+
+def _write_blocks(target: Output, header: Sequence[str], Xq: Any, mean: Any) -> None:
+    """Write the queries and their predictions as CSV, one block of rows in memory at a time."""
+    import dask
+
+    from .._files import output
+
+    with output(target, option="--out").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for i in range(mean.numblocks[0]):
+            xb, mb = dask.compute(Xq.blocks[i], mean.blocks[i])
+            for row, m in zip(xb, mb, strict=True):
+                writer.writerow([repr(float(v)) for v in (*row, m)])

@@ -13,7 +13,7 @@ from ..bandwidth import resolve_bandwidth
 from ..kernels import Kernel, get_kernel
 from ..masks import Mask, Problem, get_mask
 from ._dense import dense_weights
-from ._dispatch import Engine, Explanation, choose
+from ._dispatch import Engine, Explanation, choose, get_engine
 from ._empty import _nearest, check_policy
 from ._job import Job
 from ._scale import scale_values
@@ -25,13 +25,23 @@ from .features import as_state as features_state
 __all__ = ["explain", "smooth", "weights"]
 
 
+def _finite(t: torch.Tensor, name: str) -> None:
+    """:func:`check_finite` with no temporary as large as ``t`` unless something is not finite.
+
+    The largest and least entries are finite exactly when every entry is (NaN
+    propagates through both); only then is the per-entry check run, for its message.
+    """
+    if t.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(t.detach()))).all()):
+        check_finite(t, name)
+
+
 def _points(x: Any, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     t = as_tensor(x, name, dtype=dtype, device=device)
     if t.ndim == 1:
         t = t[:, None]
     if t.shape[0] == 0:
         raise NadarayaError(f"{name} is empty (shape {tuple(t.shape)}); give at least one row.")
-    check_finite(t, name)
+    _finite(t, name)
     return t
 
 
@@ -90,7 +100,7 @@ def build_job(queries: Any, keys: Any, values: Any | None, kernel: Any, mask: An
                 f"values have {v.shape[0]} row(s) but keys have {k.shape[0]}; "
                 "give one value row per key."
             )
-        check_finite(v, "values")
+        _finite(v, "values")
     kern = get_kernel(kernel, resolve_bandwidth(bandwidth, k, kernel))
     try:
         bound_kernel = kern.bind(q, k)
@@ -145,7 +155,9 @@ def smooth(
     engine : str, default "auto"
         ``"auto"`` picks one (:func:`explain` says which and why), or one of ``"sweep"``,
         ``"neighbors"``, ``"pruned"``, ``"compiled"``, ``"fused"``, ``"streamed"``,
-        ``"autograd"``, ``"dense"``.
+        ``"autograd"``, ``"dense"``. ``"dask"`` runs in-memory inputs in chunks on the
+        current Dask scheduler and returns the caller's kind; it is chosen for Dask
+        inputs, where any other name is the in-memory engine each block task runs.
     return_lse : bool, default False
         Also return ``log sum_j K(q, k_j)`` per query, so partial results merge.
     empty : {"raise", "nan", "nearest"}, default "raise"
@@ -161,7 +173,8 @@ def smooth(
     Returns
     -------
     out : ndarray or torch.Tensor of shape (m, p), or (m,) for 1-D values
-        Same kind (and device) as the inputs.
+        Same kind (and device) as the inputs; a lazy Dask array, chunked as the
+        queries, when any input is a Dask array (:mod:`nadaraya.engine.dask`).
     lse : ndarray or torch.Tensor of shape (m,)
         Only with ``return_lse=True``.
 
@@ -185,6 +198,10 @@ def smooth(
     (50,)
     """
     check_policy(empty)
+    if engine == "dask" or _any_dask(queries, keys, values):
+        return _dask_smooth(queries, keys, values, kernel, mask, bandwidth=bandwidth,
+                            engine=engine, return_lse=return_lse, empty=empty,
+                            normalize=normalize, tolerance=tolerance, approximate=approximate)
     queries, keys, values = _inputs(queries, keys, values)
     job, squeeze = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)
@@ -246,6 +263,12 @@ def explain(
     >>> nadaraya.explain(x, x, x, bandwidth=0.1, tolerance=1e-8).reasons["fgt"].startswith("could")
     True
     """
+    if engine == "dask" or _any_dask(queries, keys, values):
+        from .dask import dask_explain
+
+        tol = _check_dask(engine, tolerance, approximate)
+        return dask_explain(queries, keys, values, kernel, mask, bandwidth=bandwidth,
+                            engine=engine, normalize=normalize, tolerance=tol)
     job, _ = build_job(queries, keys, values, kernel, mask, bandwidth)
     job.normalize = bool(normalize)
     tol = check_tolerance(tolerance)
@@ -261,6 +284,39 @@ def explain(
     if tol is None:
         return choose(job, engine)[1]
     return choose_certified(job, tol, engine)[1]
+
+
+def _any_dask(*arrays: Any) -> bool:
+    """Whether an input is a Dask collection (without importing Dask)."""
+    from .dask._detect import any_dask
+
+    return any_dask(*arrays)
+
+
+def _check_dask(engine: str, tolerance: Any, approximate: Any) -> float | None:
+    """The checked tolerance for the Dask engine; refuses what it cannot run."""
+    tol = check_tolerance(tolerance)
+    if approximate is not None:
+        raise NadarayaError(
+            f"approximate={approximate!r} is not available on Dask inputs (its random "
+            "features would differ between chunks). Use tolerance= for a proven bound, or "
+            "compute the inputs and smooth in memory."
+        )
+    if engine not in ("auto", "dask"):
+        _check_engine(engine, tol)
+        if engine not in METHODS:
+            get_engine(engine)
+    return tol
+
+
+def _dask_smooth(queries: Any, keys: Any, values: Any, kernel: Any, mask: Any, *,
+                 bandwidth: Any, engine: str, return_lse: bool, empty: str, normalize: bool,
+                 tolerance: Any, approximate: Any) -> Any:
+    from .dask import dask_smooth
+
+    tol = _check_dask(engine, tolerance, approximate)
+    return dask_smooth(queries, keys, values, kernel, mask, bandwidth=bandwidth, engine=engine,
+                       return_lse=return_lse, empty=empty, normalize=normalize, tolerance=tol)
 
 
 def _random_features(approximate: Any, tolerance: float | None,

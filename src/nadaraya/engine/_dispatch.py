@@ -96,7 +96,8 @@ def get_engine(name: str) -> Engine:
         return engines[name]
     except KeyError:
         raise NadarayaError(
-            f"engine {name!r} is not known; use 'auto' or one of {', '.join(ENGINES)}."
+            f"engine {name!r} is not known; use 'auto' or one of "
+            f"{', '.join((*ENGINES, 'dask'))}."
         ) from None
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SmoothState"]
+__all__ = ["MeanState", "SmoothState"]
 
 
 @dataclass
@@ -76,3 +76,37 @@ class SmoothState:
 
     def __getitem__(self, rows: slice | torch.Tensor) -> SmoothState:
         return SmoothState(self.offset[rows], self.total[rows], self.acc[rows])
+
+
+@dataclass
+class MeanState(SmoothState):
+    """A state whose rows are already divided out: ``acc`` holds the means themselves.
+
+    ``total`` is 1 on every row with weight and 0 on empty rows (it may be a
+    zero-stride view when no row is empty), so :meth:`mean` is ``acc``; the
+    certified methods return their results this way, one ``(m, p)`` array in
+    the job's dtype instead of sums and scales. ``offset`` is ``log sum_j K``
+    (the log-sum itself, as ``total`` is 1) when the run kept it
+    (``keeps_offset``; for ``return_lse`` and ``normalize=False``); otherwise it
+    is a zero-stride placeholder and :attr:`lse` raises. The state owns ``acc``:
+    :func:`~nadaraya.engine._unnormalized.finish` turns it into the output in
+    place, block by block, so finishing allocates no second ``(m, p)`` array.
+
+    Attributes
+    ----------
+    keeps_offset : bool
+        Whether ``offset`` holds the log-sums.
+    """
+
+    keeps_offset: bool = True
+
+    @property
+    def lse(self) -> torch.Tensor:
+        """``log sum_j K(q, k_j)`` per query, shape ``(m,)``; ``-inf`` when empty."""
+        if not self.keeps_offset:
+            raise RuntimeError("this state was computed without its log-sums (lse=False)")
+        return self.offset + torch.log(self.total)
+
+    def merge(self, other: SmoothState) -> SmoothState:
+        """Means do not merge: a mean state is a finished result, not a partial one."""
+        raise TypeError("a MeanState holds finished means; merge the states before dividing")

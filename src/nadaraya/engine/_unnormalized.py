@@ -25,11 +25,11 @@ import torch
 from .._config import block_elements, get_config
 from .._errors import NadarayaError
 from ..masks import Visibility
-from ._empty import _describe, apply_empty_policy
+from ._empty import _NO_WEIGHT, _describe, _nearest, apply_empty_policy
 from ._job import Job
 from ._products import WIDE, RowSums, augmented_values
 from ._scale import times_exp, times_power_of_two
-from ._state import SmoothState
+from ._state import MeanState, SmoothState
 
 __all__ = [
     "SignedState",
@@ -234,6 +234,8 @@ def finish(job: Job, state: SmoothState, empty: str) -> torch.Tensor:
     e = job.exponents
     if e is None:
         e = torch.zeros(job.p, dtype=torch.int64, device=job.device)
+    if isinstance(state, MeanState):
+        return _finish_means(job, state, empty, e)
     if job.normalize and not signed:
         out = apply_empty_policy(job, state, empty)
         if job.p and job.n:
@@ -257,6 +259,48 @@ def finish(job: Job, state: SmoothState, empty: str) -> torch.Tensor:
         return out
     out = times_exp(state.acc, state.offset, e)
     _check_overflow(job, out, "the unnormalized sums of", lse=state.lse)
+    return out
+
+
+def _finish_means(job: Job, state: MeanState, empty: str, e: torch.Tensor) -> torch.Tensor:
+    """:func:`finish` of a :class:`MeanState`, written over its ``acc`` block by block.
+
+    The same arithmetic as for any state (the ``empty`` policy, the clamp to the
+    values' range, ``2^e``; or ``acc * exp(offset) * 2^e`` unnormalized), with
+    temporaries of one block of rows.
+    """
+    out = state.acc
+    step = max(1, block_elements(8, buffers=64) // max(job.p, 1))
+    if not job.normalize:
+        for start in range(0, job.m, step):
+            rows = slice(start, start + step)
+            out[rows] = times_exp(out[rows], state.offset[rows], e)
+        _check_overflow(job, out, "the unnormalized sums of", lse=state.lse)
+        return out
+    # a zero-stride total is 1 on every row: none is empty
+    rows = (torch.nonzero(state.empty_rows).flatten() if state.total.stride(0)
+            else torch.zeros(0, dtype=torch.int64))
+    if rows.numel():
+        if empty == "raise":
+            raise NadarayaError(f"{_describe(rows, job.m)} {_NO_WEIGHT}")
+        if empty == "nan":
+            out[rows] = torch.nan
+        else:
+            near, lost = _nearest(job, rows)
+            if lost.numel():
+                raise NadarayaError(
+                    f"empty='nearest' cannot help {_describe(lost, job.m)}: the mask hides "
+                    "every key from them. Relax the mask or pass empty='nan'."
+                )
+            out[rows] = near.to(out.dtype)
+    low = high = None
+    if job.p and job.n:
+        values = job.values.detach()
+        low, high = values.amin(dim=0), values.amax(dim=0)
+    for start in range(0, job.m, step):
+        rows = slice(start, start + step)
+        block = out[rows] if low is None else torch.clamp(out[rows], low, high)
+        out[rows] = times_power_of_two(block, e)
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,8 @@ from . import _frame
 from ._loo import CRITERIA
 from ._search import SearchResult, coordinate_search
 
-__all__ = ["RULES", "check_bandwidth", "rule_bandwidth", "search_bandwidth", "weighted_spread"]
+__all__ = ["RULES", "DataSummary", "check_bandwidth", "rule_bandwidth", "rule_from",
+           "search_bandwidth", "summarize", "weighted_spread"]
 
 RULES = ("scott", "silverman")
 
@@ -86,15 +88,24 @@ def rule_bandwidth(name: str, X: np.ndarray, w: np.ndarray) -> np.ndarray:
     deviation and the total weight for ``n``: integer weights give the rule on
     the repeated rows.
     """
-    n, d = X.shape[0], X.shape[1]
-    log_n = _frame.log_sum(w)
+    return rule_from(name, X.shape, _frame.log_sum(w), lambda: weighted_spread(X, w, ddof=1.0)[1])
+
+
+def rule_from(name: str, shape: tuple[int, int], log_n: float,
+              spread: Callable[[], np.ndarray]) -> np.ndarray:
+    """:func:`rule_bandwidth` from the data's shape, ``log`` total weight and a spread getter.
+
+    ``spread()`` returns the weighted sample standard deviation of each feature
+    (asked for only once the total weight is known to be above one).
+    """
+    n, d = shape
     if n >= 2 and not log_n > 0:
         raise NadarayaError(
             f"bandwidth={name!r} counts sample weights as samples and needs their total "
             f"above 1; got {math.exp(log_n):.3g}. Give bandwidth as a number or 'cv', or "
             "scale sample_weight up."
         )
-    _, sd = weighted_spread(X, w, ddof=1.0)
+    sd = spread()
     if n < 2 or (sd <= 0).any():
         cols = np.flatnonzero(sd <= 0).tolist()
         raise NadarayaError(
@@ -122,8 +133,11 @@ EVALUATIONS = 500
 
 
 def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.ndarray], float]],
-                     X: np.ndarray, w: np.ndarray, *, scale: float = 1.0, xtol: float = 1e-4,
-                     subsample: int = SUBSAMPLE) -> SearchResult:
+                     X: Any, w: Any, *, scale: float = 1.0, xtol: float = 1e-4,
+                     subsample: int | None = None,
+                     summary: Callable[[Any, Any], DataSummary] | None = None,
+                     take: Callable[[Any, np.ndarray], np.ndarray] | None = None
+                     ) -> SearchResult:
     """Search the bandwidth minimising a criterion (per feature when X has several).
 
     The start is ``1.06 sd n^(-1/(d+4))`` per feature (weighted sd, ``n`` the
@@ -154,29 +168,69 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
         rows (all rows for None).
     X : ndarray of shape (n, n_features)
     w : ndarray of shape (n,)
+        Or any arrays that ``summary`` and ``take`` read (Dask arrays, say).
+    subsample : int, optional
+        Default :data:`SUBSAMPLE`.
+    summary : callable, optional
+        ``summary(X, w)`` gives the :class:`DataSummary` of all rows; default
+        :func:`summarize`.
+    take : callable, optional
+        ``take(a, rows)`` gives the rows ``rows`` of ``X`` or ``w`` as an
+        ndarray; default ``a[rows]``.
     """
     n, d = X.shape
+    subsample = SUBSAMPLE if subsample is None else subsample
+    summary = summarize if summary is None else summary
     if n > 2 * subsample:
         rows = np.sort(np.random.RandomState(0).choice(n, subsample, replace=False))
-        first = _search(objective_for(rows), X[rows], w[rows], scale=scale, xtol=1e-2)
-        factor = math.exp((_frame.log_sum(w[rows]) - _frame.log_sum(w)) / (d + 4))
-        result = _search(objective_for(None), X, w, scale=scale, xtol=max(xtol, 1e-3),
+        Xs, ws = (X[rows], w[rows]) if take is None else (take(X, rows), take(w, rows))
+        first = _search(objective_for(rows), summarize(Xs, ws), scale=scale, xtol=1e-2)
+        whole = summary(X, w)
+        factor = math.exp((_frame.log_sum(ws) - whole.log_n) / (d + 4))
+        result = _search(objective_for(None), whole, scale=scale, xtol=max(xtol, 1e-3),
                          start=first.bandwidth * factor)
         result.history = first.history + result.history
         result.subsample = len(first.history)
         result.converged = first.converged and result.converged
         return result
-    return _search(objective_for(None), X, w, scale=scale, xtol=xtol)
+    return _search(objective_for(None), summary(X, w), scale=scale, xtol=xtol)
 
 
-def _search(objective: Callable[[np.ndarray], float], X: np.ndarray, w: np.ndarray, *,
-            scale: float, xtol: float, start: np.ndarray | None = None) -> SearchResult:
-    d = X.shape[1]
+@dataclass
+class DataSummary:
+    """What the bandwidth search reads from the data, per feature.
+
+    Attributes
+    ----------
+    sd : ndarray of shape (n_features,)
+        Weighted standard deviation (:func:`weighted_spread`).
+    log_n : float
+        Log of the total weight (:func:`._frame.log_sum`).
+    span : ndarray of shape (n_features,)
+        Largest minus smallest value.
+    gaps : ndarray of shape (n_features,)
+        Smallest gap between distinct values (0 for a constant feature).
+    """
+
+    sd: np.ndarray
+    log_n: float
+    span: np.ndarray
+    gaps: np.ndarray
+
+
+def summarize(X: np.ndarray, w: np.ndarray) -> DataSummary:
+    """The :class:`DataSummary` of in-memory data."""
     _, sd = weighted_spread(X, w)
-    log_n = _frame.log_sum(w)  # the total weight, which may lie beyond the float range
-    span = X.max(axis=0) - X.min(axis=0)
+    gaps = np.array([_min_gap(X[:, f]) for f in range(X.shape[1])])
+    return DataSummary(sd, _frame.log_sum(w), X.max(axis=0) - X.min(axis=0), gaps)
+
+
+def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
+            scale: float, xtol: float, start: np.ndarray | None = None) -> SearchResult:
+    sd, span, gaps = data.sd, data.span, data.gaps
+    d = span.shape[0]
+    log_n = data.log_n  # the total weight, which may lie beyond the float range
     active = span > 0
-    gaps = np.array([_min_gap(X[:, f]) for f in range(d)])
     lower = np.where(active, np.maximum(gaps / 4.0, 1e-9 * span), 1.0)
     upper = np.where(active, 100.0 * span, 1.0)
     h0 = 1.06 * sd * math.exp(-log_n / (4 + d)) if start is None else start

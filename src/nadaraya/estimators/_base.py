@@ -30,20 +30,34 @@ from .._errors import NadarayaError
 from ..engine import smooth, weights
 from ..engine._empty import EMPTY_POLICIES
 from ..engine.certified import check_tolerance
-from . import _frame
+from . import _dask, _frame
 from ._bandwidth import RULES, check_bandwidth, rule_bandwidth, search_bandwidth, weighted_spread
 from ._design import LocalDesign, _powers, moment_bits, moment_shift
 from ._direct import DirectRows, LocalRows, solve_exact
 from ._kernel import KernelSpec, check_kernel, is_named_radial, make_spec
 from ._loo import CRITERIA, LooFit, criterion_value, loo_fit
 
-__all__ = ["KernelSmoother"]
+__all__ = ["KernelSmoother", "query_rows"]
 
 # Beyond this many exact kernel evaluations a fit warns that it has no tolerance: at the
 # exact engines' rate on a few cores (about 1e9 per second) it is an hour or more.
 _EXACT_PAIRS = 4e12
 # Criterion evaluations a typical bandwidth search makes on the full data.
 _SEARCH_EVALUATIONS = 20
+
+
+def query_rows(X: np.ndarray, keys: np.ndarray, targets: np.ndarray, omega: np.ndarray | None,
+               spec: KernelSpec) -> LocalRows:
+    """Kernel-weight rows of the queries ``X`` against in-memory training data (direct solves).
+
+    ``omega`` are the keys' sample weights in their frame (None: unweighted).
+    """
+    w = np.ones(keys.shape[0]) if omega is None else omega
+
+    def rows(idx: np.ndarray) -> np.ndarray:
+        return weights(X[idx], keys, spec.kernel, bandwidth=spec.bandwidth, empty="nan") * w
+
+    return LocalRows(keys, targets, rows, omega)
 
 
 class KernelSmoother(BaseEstimator):
@@ -88,14 +102,26 @@ class KernelSmoother(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------
     def _design(self, X: np.ndarray, w: np.ndarray, h: np.ndarray | None) -> LocalDesign:
-        degree = self._degree()
         centre, spread = weighted_spread(X, w)
+        top = np.abs(X - centre).max(axis=0)
+
+        def extent(frame: np.ndarray) -> float:
+            return float((((X - centre) / frame) ** 2).sum(axis=1).max())
+
+        return self._design_from(centre, spread, top, h, extent)
+
+    def _design_from(self, centre: np.ndarray, spread: np.ndarray, top: np.ndarray,
+                     h: np.ndarray | None, extent: Any) -> LocalDesign:
+        """The design from the data's weighted centre and spread and largest ``|x - centre|``.
+
+        ``extent(frame)`` gives the largest ``|(x - centre) / frame|^2`` of the keys.
+        """
+        degree = self._degree()
         spread = np.where(spread > 0, spread, 1.0)
         scale = spread if h is None else np.where(np.isfinite(h), np.minimum(h, spread), spread)
-        shift = moment_shift(X - centre, scale, degree)
+        shift = moment_shift(top[None, :], scale, degree)
         if shift and self.mask is not None:
-            least = float(np.max(np.abs(X - centre).max(axis=0)
-                                 / np.ldexp(1.0, moment_bits(degree))))
+            least = float(np.max(top / np.ldexp(1.0, moment_bits(degree))))
             raise NadarayaError(
                 f"bandwidth={self.bandwidth!r} is too small for a local polynomial of degree "
                 f"{degree} with a mask: the training points lie more than "
@@ -105,9 +131,8 @@ class KernelSmoother(BaseEstimator):
             )
         # the moments hold no coordinates at degree 0; above, the frame keeps them in range
         frame = np.ldexp(scale, shift)
-        extent = 0.0 if degree == 0 else float((((X - centre) / frame) ** 2).sum(axis=1).max())
-        return LocalDesign(degree, centre, scale, self._ridge(), self._weighted, extent,
-                           shift=shift)
+        return LocalDesign(degree, centre, scale, self._ridge(), self._weighted,
+                           0.0 if degree == 0 else extent(frame), shift=shift)
 
     def _loo(self, X: np.ndarray, Y: np.ndarray, w: np.ndarray, h: np.ndarray | None,
              full: bool = True) -> tuple[LooFit, LocalDesign, np.ndarray]:
@@ -148,45 +173,18 @@ class KernelSmoother(BaseEstimator):
                     f"got {X.shape[0]} sample. Give a numeric bandwidth or more data."
                 )
             name = h_param
-            weighted = self._weighted
 
             def objective_for(rows: np.ndarray | None) -> Any:
-                Xs, Ys, ws = (X, Y, omega) if rows is None else (X[rows], Y[rows], omega[rows])
-
-                def objective(h: np.ndarray) -> float:
-                    loo = self._loo(Xs, Ys, ws, h, full=False)
-                    value = criterion_value(name, loo[0], Ys, ws if weighted else None,
-                                            unit=self._w_unit)
-                    if rows is None and not value >= kept.get("value", np.inf):
-                        kept.update(value=value, h=h.copy(), loo=loo)
-                    return value
-
-                return objective
+                if rows is None:
+                    return self._objective(name, X, Y, omega, kept)
+                return self._objective(name, X[rows], Y[rows], omega[rows])
 
             # criteria are compared on the targets' frame, where they never overflow
             _, spread = weighted_spread(Y, w)
             scale = 1.0 if name == "aicc" else float(np.mean(spread**2))
             result = search_bandwidth(objective_for, X, w, scale=scale)
             h = result.bandwidth
-            sub = result.subsample
-            scores = np.array([r[1] for r in result.history[sub:]])
-            self.cv_results_ = {
-                "bandwidth": np.array([r[0] for r in result.history[sub:]]),
-                "score": (scores + 2 * self._y_exp * np.log(2.0) if name == "aicc"
-                          else self._out(scores, power=2)),
-                "feature": np.array([r[2] for r in result.history[sub:]], dtype=int),
-                "criterion": name,
-                "at_bound": list(result.at_bound),
-                "subsample_evaluations": sub,
-                "converged": result.converged,
-            }
-            if not result.converged:
-                warnings.warn(
-                    f"bandwidth={h_param!r}: the search stopped after "
-                    f"{len(result.history)} evaluations of the criterion before it settled "
-                    f"({d} features); bandwidth_ is the best bandwidth evaluated. Pass "
-                    "bandwidth as a number, one per feature, or 'scott' to skip the search.",
-                    ConvergenceWarning, stacklevel=3)
+            self._record_search(result, name, d)
         elif isinstance(h_param, str) and h_param in RULES:
             h = rule_bandwidth(h_param, X, w)
         elif h_param is None:
@@ -212,6 +210,46 @@ class KernelSmoother(BaseEstimator):
         self.effective_dof_ = float(np.sum(fit.diag))
         cv = criterion_value("cv", fit, Y, self._omega, unit=self._w_unit)
         self.cv_score_ = float(self._out(cv, power=2))
+
+    def _objective(self, name: str, X: np.ndarray, Y: np.ndarray, omega: np.ndarray,
+                   kept: dict[str, Any] | None = None) -> Any:
+        """The criterion ``name`` as a function of the bandwidth, on in-memory rows.
+
+        With ``kept``, the best pass so far is kept there (``value``, ``h``, ``loo``).
+        """
+        weighted = self._weighted
+
+        def objective(h: np.ndarray) -> float:
+            loo = self._loo(X, Y, omega, h, full=False)
+            value = criterion_value(name, loo[0], Y, omega if weighted else None,
+                                    unit=self._w_unit)
+            if kept is not None and not value >= kept.get("value", np.inf):
+                kept.update(value=value, h=h.copy(), loo=loo)
+            return value
+
+        return objective
+
+    def _record_search(self, result: Any, name: str, d: int) -> None:
+        """Set :attr:`cv_results_` from a search; warn if it did not settle."""
+        sub = result.subsample
+        scores = np.array([r[1] for r in result.history[sub:]])
+        self.cv_results_ = {
+            "bandwidth": np.array([r[0] for r in result.history[sub:]]),
+            "score": (scores + 2 * self._y_exp * np.log(2.0) if name == "aicc"
+                      else self._out(scores, power=2)),
+            "feature": np.array([r[2] for r in result.history[sub:]], dtype=int),
+            "criterion": name,
+            "at_bound": list(result.at_bound),
+            "subsample_evaluations": sub,
+            "converged": result.converged,
+        }
+        if not result.converged:
+            warnings.warn(
+                f"bandwidth={name!r}: the search stopped after "
+                f"{len(result.history)} evaluations of the criterion before it settled "
+                f"({d} features); bandwidth_ is the best bandwidth evaluated. Pass "
+                "bandwidth as a number, one per feature, or 'scott' to skip the search.",
+                ConvergenceWarning, stacklevel=4)
 
     def _out(self, a: Any, power: int = 1) -> Any:
         """``a`` (in the targets' frame, raised to ``power``) in the targets' units."""
@@ -244,14 +282,7 @@ class KernelSmoother(BaseEstimator):
         """
         if self.mask is not None or self._design_.degree == 0:
             return None
-        omega = np.ones(self.X_fit_.shape[0]) if self._omega is None else self._omega
-        spec = self._spec
-
-        def rows(idx: np.ndarray) -> np.ndarray:
-            return weights(X[idx], self.X_fit_, spec.kernel, bandwidth=spec.bandwidth,
-                           empty="nan") * omega
-
-        return LocalRows(self.X_fit_, self._y_train, rows, self._omega)
+        return query_rows(X, self.X_fit_, self._y_train, self._omega, self._spec)
 
     # -- the smoother matrix -----------------------------------------------
     def smoother_matrix(self, X: Any = None) -> np.ndarray:
@@ -272,6 +303,8 @@ class KernelSmoother(BaseEstimator):
             Rows sum to one; ``n_train`` counts the samples with positive weight.
         """
         check_is_fitted(self)
+        if _dask.involved(self, X):
+            raise _dask.unavailable("smoother_matrix")
         Xq = self.X_fit_ if X is None else self._validate_X(X)
         spec = self._spec
         W = weights(Xq, self.X_fit_, spec.kernel, self.mask, bandwidth=spec.bandwidth,

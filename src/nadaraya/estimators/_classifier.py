@@ -10,6 +10,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from . import _dask
 from ._base import KernelSmoother
 
 __all__ = ["KernelClassifier"]
@@ -59,20 +60,27 @@ class KernelClassifier(ClassifierMixin, KernelSmoother):
     def _validate_X(self, X: Any) -> np.ndarray:
         return validate_data(self, X, reset=False, dtype=np.float64)
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KernelClassifier:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, *,
+            persist: bool = False) -> KernelClassifier:
         """Store the training points and labels; choose the bandwidth if asked to.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Or a Dask array or DataFrame, as in
+            :meth:`NadarayaWatsonRegressor.fit <nadaraya.estimators.NadarayaWatsonRegressor.fit>`.
         y : array-like of shape (n_samples,)
-            Class labels (any hashable type).
+            Class labels (any hashable type); or a Dask array or Series.
         sample_weight : array-like of shape (n_samples,), optional
+        persist : bool, default False
+            With Dask inputs: keep the training data in the cluster's memory.
 
         Returns
         -------
         self
         """
+        if _dask.any_dask(X, y, sample_weight):
+            return _dask.fit_classifier(self, X, y, sample_weight, persist)
         X, y = validate_data(self, X, y, dtype=np.float64)
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
@@ -95,12 +103,22 @@ class KernelClassifier(ClassifierMixin, KernelSmoother):
         Returns
         -------
         ndarray of shape (n_queries, n_classes)
-            Rows sum to one; columns follow :attr:`classes_`.
+            Rows sum to one; columns follow :attr:`classes_`. A Dask array for
+            Dask queries.
         """
         check_is_fitted(self)
+        if _dask.involved(self, X):
+            return _dask.predict_proba(self, X)
         X = self._validate_X(X)
         proba, _, _ = self._solve(self._means(X), X)
         return np.clip(self._out(proba), 0.0, 1.0)
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
+        """Mean accuracy at ``X`` (a lazy Dask scalar when ``X`` or ``y`` is a Dask collection)."""
+        if _dask.any_dask(X, y, sample_weight):
+            check_is_fitted(self)
+            return _dask.score_classifier(self, X, y, sample_weight)
+        return super().score(X, y, sample_weight)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of :meth:`predict_proba` (``-inf`` for probability zero)."""
@@ -108,6 +126,9 @@ class KernelClassifier(ClassifierMixin, KernelSmoother):
             return np.log(self.predict_proba(X))
 
     def predict(self, X: Any) -> np.ndarray:
-        """The most probable class at each query, shape ``(n_queries,)``."""
+        """The most probable class at each query, shape ``(n_queries,)`` (Dask for Dask queries)."""
+        check_is_fitted(self)
+        if _dask.involved(self, X):
+            return _dask.predict_classes(self, X)
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]

@@ -38,7 +38,7 @@ from ._design import LocalDesign
 from ._direct import LocalRows, solve_exact
 from ._kernel import KernelSpec
 
-__all__ = ["LooFit", "criterion_value", "loo_fit"]
+__all__ = ["LooFit", "criterion_from", "criterion_value", "loo_fit"]
 
 CRITERIA = ("cv", "gcv", "aicc")
 
@@ -208,10 +208,21 @@ def criterion_value(name: str, fit: LooFit, Y: np.ndarray, w: np.ndarray | None,
     if not np.isfinite(err).all():
         return float("inf")
     mse = float(omega @ err.mean(axis=1)) / float(omega.sum())
+    return criterion_from(name, mse, None if name == "cv" else float(np.sum(fit.diag)), total)
+
+
+def criterion_from(name: str, mse: float, trace: float | None, total: float) -> float:
+    """:func:`criterion_value` from the weighted mean squared error, ``tr S`` and ``n``.
+
+    ``mse`` is that of the leave-one-out fit for ``cv``, of the in-sample fit
+    otherwise (``inf`` when some error is not finite); ``trace`` is unused for
+    ``cv``; ``total`` is the total weight in units of one sample.
+    """
+    if not np.isfinite(mse):
+        return float("inf")
     if name == "cv":
         return mse
-    trace = float(np.sum(fit.diag))
-    if not np.isfinite(trace):
+    if trace is None or not np.isfinite(trace):
         return float("inf")
     if name == "gcv":
         denom = (1.0 - trace / total) ** 2

@@ -9,6 +9,7 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._errors import NadarayaError
+from . import _dask
 from ._base import KernelSmoother
 from ._direct import solve_rows
 from ._uncertainty import (
@@ -35,21 +36,32 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
     def _validate_X(self, X: Any) -> np.ndarray:
         return validate_data(self, X, reset=False, dtype=np.float64)
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, *, persist: bool = False) -> Any:
         """Choose the bandwidth (if asked to) and store the training data.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Or a Dask array or Dask DataFrame (numeric columns): then the fit
+            runs on the cluster and the training data stay there (see
+            :mod:`nadaraya.estimators`).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Or a Dask array, Series or DataFrame.
         sample_weight : array-like of shape (n_samples,), optional
             Non-negative weights; an integer weight acts as that many copies
             of the row (in the fit and in leave-one-out cross-validation).
+            Or a Dask array or Series.
+        persist : bool, default False
+            With Dask inputs: keep the training data in the cluster's memory
+            (``dask.persist``) rather than recompute them from their source
+            (files, say) at each pass.
 
         Returns
         -------
         self
         """
+        if _dask.any_dask(X, y, sample_weight):
+            return _dask.fit_regressor(self, X, y, sample_weight, persist)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
         self._y_1d = y.ndim == 1
         Y = y[:, None] if self._y_1d else y
@@ -79,10 +91,16 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            A Dask array for Dask queries (lazy); an ndarray for in-memory
+            queries, also after a fit on Dask data.
         y_std : ndarray of the same shape
-            Only with ``return_std=True``.
+            Only with ``return_std=True`` (not with Dask).
         """
         check_is_fitted(self)
+        if _dask.involved(self, X):
+            if return_std:
+                raise _dask.unavailable("predict(return_std=True)")
+            return _dask.predict(self, X)
         X = self._validate_X(X)
         if not return_std:
             fitted, _, _ = self._solve(self._means(X), X)
@@ -104,6 +122,16 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         with np.errstate(invalid="ignore", over="ignore"):
             std = np.sqrt(v[:, None] * self._w_unit * self._sigma2[None, :])
         return self._shape(self._out(fitted)), self._shape(self._out(std))
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
+        """``R^2`` of the predictions at ``X`` (see :meth:`sklearn.base.RegressorMixin.score`).
+
+        A lazy Dask scalar when ``X`` or ``y`` is a Dask collection.
+        """
+        if _dask.any_dask(X, y, sample_weight):
+            check_is_fitted(self)
+            return _dask.score_regressor(self, X, y, sample_weight)
+        return super().score(X, y, sample_weight)
 
     def predict_interval(self, X: Any, level: float = 0.95, *, method: str = "normal",
                          n_resamples: int = 200, random_state: Any = None
@@ -139,6 +167,8 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
                 f"method must be 'normal' or 'bootstrap'; got {method!r}."
             )
         check_is_fitted(self)
+        if _dask.involved(self, X):
+            raise _dask.unavailable("predict_interval")
         if method == "normal":
             fitted, std = self.predict(X, return_std=True)
             return interval(fitted, std, level, "normal")
@@ -158,6 +188,8 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         ndarray of shape (n_resamples, n_queries) or (n_resamples, n_queries, n_outputs)
         """
         check_is_fitted(self)
+        if _dask.involved(self, X):
+            raise _dask.unavailable("bootstrap")
         Xv = self._validate_X(X)
         fitted, _, _ = self._solve(self._means(Xv), Xv)
         dev = bootstrap_deviations(self, Xv, n_resamples, random_state)

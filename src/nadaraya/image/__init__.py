@@ -19,6 +19,18 @@ halo its pixels depend on, so their temporaries stay within the
 working-memory budget (:func:`nadaraya.config_context`) whatever the image's
 size, and they accept values anywhere in their dtype's range (a float32
 image near ``3e38``, a float64 one from the subnormal numbers to ``1.7e308``).
+
+A dask array (2-D, or ``(height, width, channels)``) gives a dask array,
+lazily: each chunk is filtered with the halo its pixels depend on through
+:func:`dask.array.map_overlap` (``boundary="none"``, so the filter's own
+border rule applies at the image's true border only), and the result equals
+the in-memory filter's whatever the chunking (chunks smaller than the halo
+are merged with their neighbours first). What a filter would derive from the
+whole image is computed once, before the graph is built: the data range of a
+float image in one pass, the noise level (:func:`estimate_noise`, the same
+number as in memory) in four; the global search of :func:`non_local_means`
+(``search_radius=None``) has no halo and is refused.
+Dask is imported only when a filter meets a dask array.
 """
 
 from __future__ import annotations

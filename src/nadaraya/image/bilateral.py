@@ -21,6 +21,7 @@ from ..engine._grid import grid_smooth
 from ..engine._grid_blocks import Block, run_blocks
 from ..engine._lattice import window_offsets
 from ..kernels.quadratic import bilateral_kernel
+from ._dask import dask_image, is_dask, map_image
 from ._io import as_image, check_positive
 
 __all__ = ["bilateral"]
@@ -57,8 +58,10 @@ def bilateral(image: Any, sigma_space: float, sigma_color: float, radius: int | 
 
     Parameters
     ----------
-    image : array-like or torch.Tensor of shape (height, width) or (height, width, channels)
-        uint8 or float; a torch tensor stays on its device (CUDA included).
+    image : array-like, torch.Tensor or dask array
+        Of shape (height, width) or (height, width, channels), uint8 or float;
+        a torch tensor stays on its device (CUDA included); a dask array gives
+        a dask array, lazily (see :mod:`nadaraya.image`).
     sigma_space : float
         Standard deviation of the spatial Gaussian, in pixels.
     sigma_color : float
@@ -86,7 +89,8 @@ def bilateral(image: Any, sigma_space: float, sigma_color: float, radius: int | 
     >>> bilateral(img, sigma_space=3, sigma_color=30).dtype
     dtype('uint8')
     """
-    img = as_image(image)
+    dask = is_dask(image)
+    img: Any = dask_image(image) if dask else as_image(image)
     sigma_space = check_positive(sigma_space, "sigma_space", "Pass the spatial s.d. in pixels.")
     sigma_color = check_positive(sigma_color, "sigma_color",
                                  "Pass the colour s.d. in the image's units (0-255 for uint8).")
@@ -94,17 +98,19 @@ def bilateral(image: Any, sigma_space: float, sigma_color: float, radius: int | 
         radius = opencv_radius(sigma_space, img.shape)
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
-    offsets = window_offsets(radius, 2, window, device=img.data.device)
+    offsets = window_offsets(radius, 2, window, device=None if dask else img.data.device)
     kernel = bilateral_kernel(sigma_space, sigma_color)
-    data = img.data
 
-    def one(block: Block) -> torch.Tensor:
-        region = block.read(data, border)
-        state = grid_smooth(region, kernel, offsets, border=border, keys_outside=True)
-        return state.mean().T.reshape(region.shape)
+    def region(values: torch.Tensor, block: Block, extras: Any = ()) -> torch.Tensor:
+        state = grid_smooth(values, kernel, offsets, border=border, keys_outside=True)
+        return state.mean().T.reshape(values.shape)
 
-    per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
     # keys beyond the border are read through it; "wrap" reads the far side of the image
-    out = run_blocks(one, torch.empty_like(data), radius, per_pixel,
-                     outside=radius if border == "wrap" else 0)
+    outside = radius if border == "wrap" else 0
+    if dask:
+        return map_image(region, img, radius, outside=outside, wrap=border == "wrap")
+    data = img.data
+    per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
+    out = run_blocks(lambda block: region(block.read(data, border), block),
+                     torch.empty_like(data), radius, per_pixel, outside=outside)
     return img.back(out)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._errors import NadarayaError
+from ._dask import dask_image, is_dask
+from ._dask import data_range as dask_range
 from ._io import as_image, check_positive, data_range_of
 
 __all__ = ["METHODS", "check_sigma", "denoise", "recipe"]
@@ -100,8 +102,9 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
 
     Parameters
     ----------
-    image : array-like or torch.Tensor of shape (height, width) or (height, width, channels)
-        uint8 or float.
+    image : array-like, torch.Tensor or dask array
+        Of shape (height, width) or (height, width, channels), uint8 or float;
+        a dask array gives a dask array, lazily (see :mod:`nadaraya.image`).
     method : {"nlm", "bilateral", "skr", "kr"}, default "nlm"
         Non-local means, bilateral filter, steering kernel regression or
         classic kernel regression.
@@ -129,9 +132,13 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
     if sigma is None:
         sigma = estimate_noise(image)
         if not sigma > 0:
-            as_image(image)
+            if not is_dask(image):
+                as_image(image)
             return image
-    full = data_range_of(as_image(image), data_range)
+    if is_dask(image):
+        full = dask_range(dask_image(image), data_range)
+    else:
+        full = data_range_of(as_image(image), data_range)
     params = recipe(method, sigma, full)
     if method == "skr":
         params["data_range"] = full

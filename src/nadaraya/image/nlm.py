@@ -28,6 +28,7 @@ from ..engine._grid import BORDERS, grid_smooth
 from ..engine._grid_blocks import Block, run_blocks
 from ..engine._lattice import _pad, window_offsets
 from ..kernels.quadratic import QuadraticKernel, gaussian_patch, nlm_kernel
+from ._dask import dask_image, is_dask, map_image, refuse
 from ._io import as_image, check_positive
 
 __all__ = ["non_local_means", "patch_weights"]
@@ -78,8 +79,10 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
 
     Parameters
     ----------
-    image : array-like or torch.Tensor of shape (height, width) or (height, width, channels)
-        uint8 or float; a torch tensor stays on its device.
+    image : array-like, torch.Tensor or dask array
+        Of shape (height, width) or (height, width, channels), uint8 or float;
+        a torch tensor stays on its device; a dask array gives a dask array,
+        lazily (see :mod:`nadaraya.image`).
     h : float
         Cut-off distance in the image's units: patches whose mean squared
         difference exceeds ``h^2`` weigh less than ``1/e``.
@@ -116,7 +119,8 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
     >>> bool(out.std() < noisy.std())
     True
     """
-    img = as_image(image)
+    dask = is_dask(image)
+    img: Any = dask_image(image) if dask else as_image(image)
     h = check_positive(h, "h", "Pass the cut-off distance in the image's units.")
     g = patch_weights(patch_size, patch_kind)
     if patch_size > min(img.shape):
@@ -132,12 +136,20 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
         raise NadarayaError(f"sigma must be a number >= 0; got {sigma!r}.")
     kernel = nlm_kernel(h, g, img.channels, sigma=sigma)
     if search_radius is None:
+        if dask:
+            raise refuse("search_radius=None (every pixel against every pixel)",
+                         "pass an integer search_radius, or compute the image first.")
         return img.back(_global(img.data, kernel, g, border, engine))
     if not isinstance(search_radius, int) or search_radius < 0:
         raise NadarayaError(
             f"search_radius must be an integer >= 0 or None (global); got {search_radius!r}."
         )
-    offsets = window_offsets(search_radius, 2, device=img.data.device)
+    offsets = window_offsets(search_radius, 2, device=None if dask else img.data.device)
+    if dask:
+        return map_image(lambda region, block, extras: filter_region(
+            region, kernel, offsets, border, block.inside(region.device)), img,
+            nlm_halo(kernel, offsets), outside=patch_size // 2 if border == "wrap" else 0,
+            least=patch_size, wrap=border == "wrap")
     return img.back(filter_blocks(img.data, kernel, offsets, border))
 
 

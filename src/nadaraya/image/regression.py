@@ -22,6 +22,7 @@ from .._errors import NadarayaError
 from ..engine._grid_blocks import Block, run_blocks
 from ..engine._lattice import window_offsets
 from ..kernels.quadratic import classic_kernel
+from ._dask import dask_image, is_dask, map_image
 from ._io import as_image, check_positive
 from ._poly import fit_numbers, local_fit
 
@@ -57,8 +58,9 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
 
     Parameters
     ----------
-    image : array-like or torch.Tensor of shape (height, width) or (height, width, channels)
-        uint8 or float.
+    image : array-like, torch.Tensor or dask array
+        Of shape (height, width) or (height, width, channels), uint8 or float;
+        a dask array gives a dask array, lazily (see :mod:`nadaraya.image`).
     h : float
         Standard deviation of the Gaussian, in pixels.
     order : {0, 1, 2}, default 0
@@ -81,19 +83,23 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
     >>> np.allclose(kernel_regression(ramp, h=1.5, order=2), ramp)
     True
     """
-    img = as_image(image)
+    dask = is_dask(image)
+    img: Any = dask_image(image) if dask else as_image(image)
     h = check_positive(h, "h", "Pass the Gaussian's standard deviation in pixels.")
     order = check_order(order)
     if radius is None:
         radius = default_radius(h, img.shape)
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
-    offsets = window_offsets(radius, 2, device=img.data.device)
+    offsets = window_offsets(radius, 2, device=None if dask else img.data.device)
     kernel = classic_kernel(h)
+
+    def region(values: torch.Tensor, block: Block, extras: Any = ()) -> torch.Tensor:
+        return local_fit(values, kernel, offsets, order).value
+
+    if dask:
+        return map_image(region, img, radius)
     data = img.data
-
-    def one(block: Block) -> torch.Tensor:
-        return local_fit(block.read(data), kernel, offsets, order).value
-
     per_pixel = data.element_size() * fit_numbers(data.shape[0], order)
-    return img.back(run_blocks(one, torch.empty_like(data), radius, per_pixel))
+    return img.back(run_blocks(lambda block: region(block.read(data), block),
+                               torch.empty_like(data), radius, per_pixel))

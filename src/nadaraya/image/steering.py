@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from .._errors import NadarayaError
@@ -44,7 +45,9 @@ from ..engine._grid import peak_exponent, scale_pow2
 from ..engine._grid_blocks import Block, run_blocks
 from ..engine._lattice import _pad, window_offsets
 from ..kernels.quadratic import QuadraticKernel, classic_kernel, nlm_kernel
-from ._io import Image, as_image, check_positive, data_range_of
+from ._dask import dask_image, is_dask, map_image
+from ._dask import data_range as data_range_dask
+from ._io import as_image, check_positive, data_range_of
 from ._poly import fit_numbers, local_fit
 from .regression import check_order, default_radius
 
@@ -113,14 +116,31 @@ def _structure(gradient: torch.Tensor, window: int, lambda_elongation: float,
         lam = math.ldexp(lambda_elongation, -e)
     except OverflowError:  # gradients far below lambda': round kernels
         lam = math.inf
-    log_elong = torch.log(s1 + lam) - torch.log(s2 + lam)
+    # Ratios and products of numbers scaled alike, unscaled exactly, are those of the
+    # unscaled numbers: the logarithms below do not depend on e (the largest gradient of
+    # the region read), so every block of an image gives the same bits. Where a ratio or
+    # product leaves float64's normal range, sums of logarithms take over.
+    tiny = torch.finfo(torch.float64).tiny
+    top, bottom = s1 + lam, s2 + lam
+    log_elong = torch.log(top / bottom)
+    odd = (bottom < tiny) | torch.isinf(log_elong)
+    if bool(odd.any()):
+        log_elong = torch.where(odd, torch.log(top) - torch.log(bottom), log_elong)
+    del top, bottom, odd
     log_elong.nan_to_num_(nan=0.0)  # lambda' = inf, or s1 = s2 = lambda' = 0: round
     # log gamma = alpha (log(s1 s2 + lambda'') - log M), s1 s2 = 4^e times the product here
     m = float((2 * window + 1) ** 2 * gradient.shape[1])
-    log_prod = s1.log_().add_(s2.log_()).add_(2 * e * math.log(2.0))
-    log_gamma = torch.logaddexp(log_prod, torch.tensor(
-        math.log(lambda_scale) if lambda_scale > 0 else -math.inf, dtype=torch.float64,
-        device=log_prod.device)).sub_(math.log(m)).mul_(alpha)
+    scaled = s1 * s2
+    plain = scale_pow2(scaled.clone(), 2 * e)
+    exact = (scaled == 0) | ((scaled >= tiny) & (plain >= tiny) & torch.isfinite(plain))
+    log_gamma = torch.log(plain.add_(lambda_scale))
+    if not bool(exact.all()):
+        log_prod = s1.log_().add_(s2.log_()).add_(2 * e * math.log(2.0))
+        wide = torch.logaddexp(log_prod, torch.tensor(
+            math.log(lambda_scale) if lambda_scale > 0 else -math.inf, dtype=torch.float64,
+            device=log_prod.device))
+        log_gamma = torch.where(exact, log_gamma, wide)
+    log_gamma.sub_(math.log(m)).mul_(alpha)
     return (torch.cos(theta), torch.sin(theta), log_gamma + log_elong,
             log_gamma.sub_(log_elong))
 
@@ -208,25 +228,37 @@ def default_range(sigma255: float) -> float:
     return 0.6 + 0.2 * min(max((25.0 - sigma255) / 15.0, 0.0), 1.0)
 
 
-def _pilot_stage(img: Image, pilot: Any, sigma: float | None, full: float
-                 ) -> tuple[Callable[[Block], torch.Tensor], int]:
-    """The pilot estimate on a block's region ``(c, h, w)`` (the first gradients come
-    from it), and the halo it needs."""
-    data = img.data
+def _pilot_stage(img: Any, pilot: Any, sigma: float | None, full: float, dask: bool
+                 ) -> tuple[Callable[[torch.Tensor, Sequence[torch.Tensor]], torch.Tensor],
+                            int, Any]:
+    """The pilot estimate on a region read, from the image's region ``(c, h, w)`` and
+    the given pilot's (the first gradients come from it); the halo it needs; and the
+    given pilot, the region function's extra input (None when it has none)."""
     if not isinstance(pilot, str):
-        given = as_image(pilot, "pilot", dtype=data.dtype).data.to(data.device)
-        if given.shape != data.shape:
+        if dask:
+            import dask.array as da
+
+            # chunked like the image by map_image
+            given = dask_image(pilot if is_dask(pilot) else da.from_array(np.asarray(pilot)),
+                               "pilot")
+            shape = (given.channels, *given.shape)
+            expected = (img.channels, *img.shape)
+            given = given.array
+        else:
+            given = as_image(pilot, "pilot", dtype=img.data.dtype).data.to(img.data.device)
+            shape, expected = tuple(given.shape), tuple(img.data.shape)
+        if shape != expected:
             raise NadarayaError(
-                f"pilot must have the image's size and channels {tuple(data.shape)} "
-                f"(channels, height, width); got {tuple(given.shape)}."
+                f"pilot must have the image's size and channels {expected} "
+                f"(channels, height, width); got {shape}."
             )
-        return lambda block: block.read(given), 0
+        return lambda region, extras: extras[0], 0, given
     if pilot not in PILOTS:
         raise NadarayaError(
             f"pilot must be one of {', '.join(map(repr, PILOTS))} or an image; got {pilot!r}."
         )
     if pilot == "image":
-        return lambda block: block.read(data), 0
+        return lambda region, extras: region, 0, None
     from .denoise import recipe
     from .nlm import filter_region, nlm_halo, patch_weights
 
@@ -234,9 +266,10 @@ def _pilot_stage(img: Image, pilot: Any, sigma: float | None, full: float
     params = recipe("nlm", sigma, full)
     kernel = nlm_kernel(params["h"], patch_weights(params["patch_size"]), img.channels,
                         sigma=params["sigma"])
-    offsets = window_offsets(params["search_radius"], 2, device=data.device)
-    return (lambda block: filter_region(block.read(data), kernel, offsets, "reflect"),
-            nlm_halo(kernel, offsets))
+    offsets = window_offsets(params["search_radius"], 2,
+                             device=None if dask else img.data.device)
+    return (lambda region, extras: filter_region(region, kernel, offsets, "reflect"),
+            nlm_halo(kernel, offsets), None)
 
 
 def _check(iterations: Any, window: Any, lambda_elongation: Any, lambda_scale: Any,
@@ -286,8 +319,10 @@ def steering_kernel_regression(
 
     Parameters
     ----------
-    image : array-like or torch.Tensor of shape (height, width) or (height, width, channels)
-        uint8 or float. Colour images share one ``C`` (from all channels).
+    image : array-like, torch.Tensor or dask array
+        Of shape (height, width) or (height, width, channels), uint8 or float.
+        Colour images share one ``C`` (from all channels). A dask array gives a
+        dask array, lazily (see :mod:`nadaraya.image`).
     h : float, optional
         Global smoothing, in pixels; default from the noise level on the
         0-255 scale: 2.5 at ``sigma`` = 10, 3.0 at 25, 4.0 at 50.
@@ -339,10 +374,11 @@ def steering_kernel_regression(
     >>> out.shape
     (32, 32)
     """
-    img = as_image(image)
+    dask = is_dask(image)
+    img: Any = dask_image(image) if dask else as_image(image)
     order = check_order(order)
     _check(iterations, window, lambda_elongation, lambda_scale, alpha)
-    full = data_range_of(img, data_range)
+    full = data_range_dask(img, data_range) if dask else data_range_of(img, data_range)
     to255 = 255.0 / full
     is_image = isinstance(pilot, str) and pilot == "image"
     if range_sigma == "auto":
@@ -369,20 +405,21 @@ def steering_kernel_regression(
         radius = default_radius(h, img.shape) + 1
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
-    data = img.data
-    pilot_of, pilot_halo = _pilot_stage(img, pilot, sigma, full)
-    first_offsets = window_offsets(default_radius(initial_h, img.shape), device=data.device)
-    offsets = window_offsets(radius, 2, device=data.device)
+    device = None if dask else img.data.device
+    pilot_of, pilot_halo, given = _pilot_stage(img, pilot, sigma, full, dask)
+    first_offsets = window_offsets(default_radius(initial_h, img.shape), device=device)
+    offsets = window_offsets(radius, 2, device=device)
     structure = {"window": window, "lambda_elongation": lambda_elongation,
-                 "lambda_scale": lambda_scale, "alpha": alpha, "dtype": data.dtype}
+                 "lambda_scale": lambda_scale, "alpha": alpha,
+                 "dtype": img.compute if dask else img.data.dtype}
     # 1 / (2 range_sigma^2), at most the largest float (a range_sigma whose square
     # underflows weighs any difference of the pilot's values by 0 either way)
     photometric = None if range_sigma is None else min(0.5 / range_sigma / range_sigma,
                                                        sys.float_info.max)
 
-    def one(block: Block) -> torch.Tensor:
-        source = block.read(data)
-        guide = pilot_of(block)
+    def region(source: torch.Tensor, block: Block, extras: Sequence[torch.Tensor] = ()
+               ) -> torch.Tensor:
+        guide = pilot_of(source, extras)
         fit = local_fit(guide, classic_kernel(initial_h), first_offsets, 2)
         for it in range(iterations):
             assert fit.gradient is not None
@@ -399,7 +436,14 @@ def steering_kernel_regression(
         return source
 
     # an output depends on the pilot's halo, the first fit's window, and per iteration
-    # the gradient window behind each C and the steering fit's window
+    # the gradient window behind each C and the steering fit's window: one pass over the
+    # image with the sum of the reaches as halo, each block computing every stage
     halo = pilot_halo + int(first_offsets.abs().max()) + iterations * (window + radius)
+    extras = () if given is None else (given,)
+    if dask:
+        return map_image(region, img, halo, extras=extras)
+    data = img.data
     per_pixel = data.element_size() * _numbers(data.shape[0])
-    return img.back(run_blocks(one, torch.empty_like(data), halo, per_pixel))
+    return img.back(run_blocks(
+        lambda block: region(block.read(data), block, [block.read(e) for e in extras]),
+        torch.empty_like(data), halo, per_pixel))

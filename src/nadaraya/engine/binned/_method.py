@@ -12,7 +12,7 @@ from ..._config import get_config
 from ..._errors import NadarayaError
 from ...kernels import Uniform
 from .._job import Job
-from ..certified import Sums
+from ..certified import Sums, block_rows
 from ._bound import assemble, fft_rounding
 from ._plan import Grid, make_grid
 from ._profiles import PROFILES, Profile, profile_of
@@ -113,17 +113,25 @@ class BinnedMethod:
 
     def sums(self, job: Job, tolerance: float) -> Sums:
         """Both sums for every query of ``job``, with their proven bounds."""
+        return self.prepare(job, tolerance).evaluate(slice(0, job.m))
+
+    def prepare(self, job: Job, tolerance: float) -> PreparedGrid:
+        """The keys binned and convolved once; :meth:`PreparedGrid.evaluate` reads query blocks.
+
+        Memory: the grid's arrays and ``O(block_rows(job))`` per block of keys
+        or queries (the keys are binned a block at a time).
+        """
         why = self._unsupported(job, tolerance)
         if why is not None:
             raise NadarayaError(f"engine='binned' cannot run this job: {why}. Use an exact "
                                 "engine (engine='auto' without tolerance).")
         profile = self._profile(job)
         grid = self._grid(job, tolerance)
-        keys, queries = _numpy(job.kernel.k), _numpy(job.kernel.q)
-        values = _numpy(job.values)
+        keys, values = _numpy(job.kernel.k), _numpy(job.values)
         workers = max(1, torch.get_num_threads())
 
-        masses, crowd = bin_keys(grid, keys, values)
+        masses, crowd = bin_keys(grid, keys, values,
+                                 rows=max(block_rows(job), 4 * grid.size))
         mass_rel = (crowd + 2**grid.d + 8) * _U * 1.01
         kernel, env = kernel_quadrants(profile, grid, mass_rel)
         nodes = convolve(grid, masses, kernel, env, workers)
@@ -134,13 +142,18 @@ class BinnedMethod:
         nodes[-1] += fft_rounding(masses[0], norms(env), grid.size, grid.d)
         del masses
 
-        inside, at, whole = interpolate(grid, nodes, queries)
-        magnitude = np.abs(values)
-        weight = np.concatenate([[float(job.n)], magnitude.sum(axis=0) * (1 + job.n * _U)])
-        vmax = magnitude.max(axis=0)
+        # sum_j |v_jc| and max_j |v_jc| per column, without an (n, p) temporary
+        magnitude = np.zeros(job.p)
+        vmax = np.zeros(job.p)
+        step = block_rows(job)
+        for start in range(0, job.n, step):
+            part = np.abs(values[start:start + step])
+            magnitude += part.sum(axis=0)
+            np.maximum(vmax, part.max(axis=0, initial=0.0), out=vmax)
+        weight = np.concatenate([[float(job.n)], magnitude * (1 + job.n * _U)])
         box = (keys.min(axis=0), keys.max(axis=0))
-        return assemble(profile, grid, box, queries, weight, vmax, rounding, mass_rel,
-                        inside, at, whole)
+        return PreparedGrid(profile, grid, nodes, box, weight, vmax, rounding, mass_rel,
+                            job.kernel.q)
 
     # -- helpers ---------------------------------------------------------------
     @staticmethod
@@ -187,3 +200,29 @@ class BinnedMethod:
         if e not in (1, 2):
             return f"binning runs in 1 or 2 dimensions of kernel coordinates; got {e}"
         return None
+
+
+class PreparedGrid:
+    """The node sums of one job's keys: the sums of any block of its queries.
+
+    Parameters are what :func:`~._bound.assemble` reads besides the queries;
+    ``queries`` ``(m, d)`` are the job's prepared ones.
+    """
+
+    def __init__(self, profile: Profile, grid: Grid, nodes: np.ndarray,
+                 box: tuple[np.ndarray, np.ndarray], weight: np.ndarray, vmax: np.ndarray,
+                 rounding: np.ndarray, mass_rel: float, queries: torch.Tensor) -> None:
+        self.profile, self.grid, self.nodes, self.box = profile, grid, nodes, box
+        self.weight, self.vmax, self.rounding, self.mass_rel = weight, vmax, rounding, mass_rel
+        self.queries = queries
+
+    def evaluate(self, rows: slice) -> Sums:
+        """The sums and bounds of the queries ``rows`` (a slice of the job's queries).
+
+        Each query's numbers depend on its own position only: any blocks give the
+        same bits.
+        """
+        queries = _numpy(self.queries[rows])
+        inside, at, whole = interpolate(self.grid, self.nodes, queries)
+        return assemble(self.profile, self.grid, self.box, queries, self.weight, self.vmax,
+                        self.rounding, self.mass_rel, inside, at, whole)

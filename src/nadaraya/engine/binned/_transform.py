@@ -25,13 +25,17 @@ def _corners(i: np.ndarray, f: np.ndarray,
     return flat, [(0, g0 * g1), (1, g0 * f1), (shape[1], f0 * g1), (shape[1] + 1, f0 * f1)]
 
 
-def bin_keys(grid: Grid, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, int]:
+def bin_keys(grid: Grid, keys: np.ndarray, values: np.ndarray,
+             rows: int | None = None) -> tuple[np.ndarray, int]:
     """Linear binning of the weights 1 and of each value column.
 
     Parameters
     ----------
     keys : np.ndarray of shape (n, d)
     values : np.ndarray of shape (n, p)
+    rows : int, optional
+        Keys binned at a time (default: all); each block's products are summed
+        per node and added to the masses, so memory is ``O(rows)`` beyond them.
 
     Returns
     -------
@@ -39,21 +43,27 @@ def bin_keys(grid: Grid, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarr
         ``masses[0]`` the binned weights 1, ``masses[1 + c]`` column ``c``.
     crowd : int
         At least the most keys in one cell: each node's mass is ``2^d`` sums
-        (one per corner role) of at most ``crowd`` products each, added up.
+        (one per corner role) of at most ``crowd`` products each, added up (in
+        blocks or not, a sum of ``k`` nonzero products takes at most ``k - 1``
+        roundings: adding a block's zero is exact).
     """
-    t = keys - grid.origin
-    t /= grid.delta
-    i, f = _split(t, grid.nodes)
-    del t
-    flat, corners = _corners(i, f, grid.nodes)
-    del i, f
     size = math.prod(grid.nodes)
     masses = np.zeros((values.shape[1] + 1, size))
-    product = np.empty(flat.shape[0])
-    for c in range(values.shape[1] + 1):
-        for offset, weight in corners:
-            w = weight if c == 0 else np.multiply(weight, values[:, c - 1], out=product)
-            masses[c, offset:] += np.bincount(flat, w, minlength=size)[: size - offset]
+    n = keys.shape[0]
+    step = max(1, n if rows is None else rows)
+    for start in range(0, n, step):
+        t = keys[start:start + step] - grid.origin
+        t /= grid.delta
+        i, f = _split(t, grid.nodes)
+        del t
+        flat, corners = _corners(i, f, grid.nodes)
+        del i, f
+        product = np.empty(flat.shape[0])
+        part = values[start:start + step]
+        for c in range(values.shape[1] + 1):
+            for offset, weight in corners:
+                w = weight if c == 0 else np.multiply(weight, part[:, c - 1], out=product)
+                masses[c, offset:] += np.bincount(flat, w, minlength=size)[: size - offset]
     # a cell's keys put all their weight on its corners
     cell = masses[0].reshape(grid.nodes)
     for axis in range(grid.d):

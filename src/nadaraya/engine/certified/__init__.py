@@ -12,18 +12,21 @@ from __future__ import annotations
 
 from ._choose import METHODS, CertifiedChoice, choose_certified, get_methods
 from ._run import certified_state, query_rows, state_of
-from ._sums import Method, Sums
+from ._sums import Method, PreparedSums, Sums, block_rows, prepare_sums
 from ._tolerance import check_tolerance, unproven_rows
 
 __all__ = [
     "METHODS",
     "CertifiedChoice",
     "Method",
+    "PreparedSums",
     "Sums",
+    "block_rows",
     "certified_state",
     "check_tolerance",
     "choose_certified",
     "get_methods",
+    "prepare_sums",
     "query_rows",
     "state_of",
     "unproven_rows",

@@ -35,11 +35,15 @@ def unmasked(job: Job) -> Job:
     return Job(job.kernel, None, job.values, job.queries, job.keys, job.normalize, job.exponents)
 
 
-def less_own_terms(job: Job, sums: Sums) -> Sums:
-    """``sums`` over all keys minus each query's own key, bounds widened for the rounding."""
-    idx = torch.arange(job.m, device=job.device)
+def less_own_terms(job: Job, sums: Sums, rows: slice | None = None) -> Sums:
+    """``sums`` over all keys minus each query's own key, bounds widened for the rounding.
+
+    ``sums`` are those of the queries ``rows`` (default: all of them).
+    """
+    start, stop, _ = (rows or slice(0, job.m)).indices(job.m)
+    idx = torch.arange(start, stop, device=job.device)
     own = torch.exp(job.kernel.pairs(idx, idx[:, None])[:, 0].detach().to(torch.float64))
-    v = job.values.detach().to(torch.float64)
+    v = job.values[start:stop].detach().to(torch.float64)
     total = sums.total - own
     acc = sums.acc - own[:, None] * v
     total_err = sums.total_err + 2 * _ULP * (sums.total.abs() + own)

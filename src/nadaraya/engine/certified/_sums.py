@@ -10,6 +10,12 @@ absolute bounds ``total_err >= |total' - total|`` and
 ``acc_err >= |acc' - acc|`` (rounding included). Sums over disjoint key sets
 add, bounds included, so partial results over key blocks merge exactly
 (:meth:`Sums.merge`): the property the cluster engine relies on.
+
+A method may also be *prepared* once for a job (its key side: sorting,
+binning, moments) and then *evaluated* block by block over the queries
+(:class:`PreparedSums`); the runner does so when the method offers
+``prepare`` (:func:`prepare_sums`), so its memory is the keys' structures and
+one block of queries, not ``m`` rows of every temporary.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from typing import Any, Protocol
 
 import torch
 
+from ..._config import get_config
 from .._job import Job
 
-__all__ = ["Method", "Sums"]
+__all__ = ["Method", "PreparedSums", "Sums", "block_rows", "prepare_sums"]
 
 
 @dataclass
@@ -81,5 +88,53 @@ class Method(Protocol):
         ...
 
     def sums(self, job: Job, tolerance: float) -> Sums:
-        """The sums over all keys for all queries of ``job``, with their bounds."""
+        """The sums over all keys for all queries of ``job``, with their bounds.
+
+        A method may also offer ``prepare(job, tolerance) -> PreparedSums``: its key
+        side built once, the queries then evaluated block by block (see
+        :func:`prepare_sums`); ``sums`` stays the whole-job call the cluster engine
+        makes on its own blocks.
+        """
         ...
+
+
+class PreparedSums(Protocol):
+    """A method made ready for one job: the sums of any block of its queries."""
+
+    def evaluate(self, rows: slice) -> Sums:
+        """The sums over all keys of the job's queries ``rows``, with their bounds.
+
+        The rows of a query are the same (to the last bit) whatever the block it
+        comes in.
+        """
+        ...
+
+
+class _Whole:
+    """A method without ``prepare``: its sums of every query, computed once and sliced."""
+
+    def __init__(self, method: Method, job: Job, tolerance: float) -> None:
+        self.sums = method.sums(job, tolerance)
+
+    def evaluate(self, rows: slice) -> Sums:
+        return self.sums[rows]
+
+
+def prepare_sums(method: Method, job: Job, tolerance: float) -> PreparedSums:
+    """``method.prepare(job, tolerance)`` when the method has it, else its whole sums, sliced."""
+    prepare = getattr(method, "prepare", None)
+    if prepare is None:
+        return _Whole(method, job, tolerance)
+    ready: PreparedSums = prepare(job, tolerance)
+    return ready
+
+
+def block_rows(job: Job) -> int:
+    """Queries per block of a certified run: their temporaries take 1/8 of ``working_memory``.
+
+    A query of the block holds a few dozen float64 numbers while it is evaluated
+    and checked (its point and box, its sums and bounds per channel, the check's
+    intermediates); the rows of the result are the only ``m``-sized arrays.
+    """
+    per_row = 8 * (8 + 2 * job.kernel.q.shape[1] + 16 * (job.p + 1))
+    return max(1, int(get_config().working_memory * 2**20 / 8 / per_row))

@@ -19,7 +19,8 @@ import torch
 
 from . import _native
 
-__all__ = ["Boxes", "bin_points", "grid_of", "linear_keys", "unique_rows"]
+__all__ = ["BoxIndex", "Boxes", "bin_points", "count_boxes", "grid_of", "linear_keys", "sort_keys",
+           "unique_rows"]
 
 
 @dataclass
@@ -145,3 +146,108 @@ def bin_points(points: torch.Tensor, side: float) -> Boxes:
     start = np.append(first, n).astype(np.int64)
     return Boxes(torch.from_numpy(np.ascontiguousarray(cells[first])), torch.from_numpy(start),
                  torch.from_numpy(order.astype(np.int64)), side)
+
+
+def sort_keys(points: torch.Tensor, values: torch.Tensor,
+              side: float) -> tuple[Boxes, dict[str, torch.Tensor]]:
+    """Keys and values sorted into boxes, as :func:`bin_points` and ``_native.gather`` give them.
+
+    On a grid of at most ``4 n`` boxes the points are scattered to their rows
+    directly (no permutation or box keys held: memory is the sorted copy);
+    otherwise they are sorted as by :func:`bin_points`.
+
+    Parameters
+    ----------
+    points : torch.Tensor of shape (n, d), float64, contiguous
+    values : torch.Tensor of shape (n, nv), float64, contiguous
+    side : float
+
+    Returns
+    -------
+    boxes : Boxes
+        With an empty ``order``: the keys are in box order.
+    sorted : dict
+        ``{"points_t": (d, n), "values_t": (nv, n), "mass": (nb, 1 + nv)}``.
+    """
+    n = points.shape[0]
+    lo, span_t = grid_of(points, side)
+    span = span_t.tolist()
+    total = math.prod(span)
+    if total > 4 * n + 4096:
+        boxes = bin_points(points, side)
+        found = _native.gather(boxes.start, boxes.order, points, values)
+        boxes.order = boxes.order[:0]
+        return boxes, found
+    ends, points_t, values_t = _native.scatter(points, values, side, lo, span_t, total)
+    occupied = np.flatnonzero(np.diff(ends, prepend=0))
+    start = np.zeros(occupied.shape[0] + 1, dtype=np.int64)
+    start[1:] = ends[occupied]
+    coords = _unlinear(occupied, lo.numpy(), span)
+    boxes = Boxes(torch.from_numpy(coords), torch.from_numpy(start),
+                  torch.zeros(0, dtype=torch.int64), side)
+    mass = _native.mass(boxes.start, values_t)
+    return boxes, {"points_t": points_t, "values_t": values_t, "mass": mass}
+
+
+def count_boxes(points: torch.Tensor, side: float, rows: int) -> Boxes:
+    """The occupied boxes of points ``(m, d)`` and their counts.
+
+    The points are not sorted (the result's ``order`` is empty; ``start`` gives
+    the counts), so memory stays ``O(rows)`` beyond the boxes themselves: points
+    other than float64 and contiguous are converted ``rows`` at a time.
+    """
+    m = points.shape[0]
+    ready = points.dtype == torch.float64 and points.is_contiguous()
+    rows = m if ready else max(1, rows)  # float64 points are read in place, all at once
+
+    def block(a: int) -> torch.Tensor:
+        return points[a:a + rows].detach().to(torch.float64).contiguous()
+
+    lows, highs = zip(*(_native.value_range(block(a)) for a in range(0, m, rows)), strict=True)
+    low, high = np.min(lows, axis=0), np.max(highs, axis=0)
+    lo = np.floor(low / side).astype(np.int64)
+    span = (np.floor(high / side).astype(np.int64) - lo + 1).tolist()
+    total = math.prod(span)
+    if total <= 4 * m + 4096:
+        lo_t, span_t = torch.from_numpy(lo), torch.tensor(span, dtype=torch.int64)
+        hist = torch.zeros(total, dtype=torch.int64)
+        for a in range(0, m, rows):
+            _native.box_count(block(a), side, lo_t, span_t, hist)
+        counts = hist.numpy()
+        occupied = np.flatnonzero(counts)
+        coords, count = _unlinear(occupied, lo, span), counts[occupied]
+    else:
+        parts = [bin_points(block(a), side) for a in range(0, m, rows)]
+        cells = np.concatenate([b.coords.numpy() for b in parts])
+        each = np.concatenate([b.count.numpy() for b in parts])
+        order = _lexsort(cells)
+        cells, each = cells[order], each[order]
+        new = np.ones(cells.shape[0], dtype=bool)
+        new[1:] = (cells[1:] != cells[:-1]).any(axis=1)
+        first = np.flatnonzero(new)
+        coords, count = np.ascontiguousarray(cells[first]), np.add.reduceat(each, first)
+    start = np.zeros(coords.shape[0] + 1, dtype=np.int64)
+    np.cumsum(count, out=start[1:])
+    return Boxes(torch.from_numpy(coords), torch.from_numpy(start),
+                 torch.zeros(0, dtype=torch.int64), side)
+
+
+class BoxIndex:
+    """Rows of integer box coordinates ``(nb, d)`` (lexicographic order), found by value."""
+
+    def __init__(self, coords: np.ndarray) -> None:
+        self.keys: np.ndarray | None = None
+        self.lo, self.span = np.zeros(coords.shape[1], dtype=np.int64), [1] * coords.shape[1]
+        if coords.shape[0]:
+            self.lo, self.span = _spans(coords)
+            if math.prod(self.span) < 2**62:
+                self.keys = _linear(coords, self.lo, self.span)
+        self.rows = None if self.keys is not None else {
+            tuple(c): i for i, c in enumerate(coords.tolist())}
+
+    def find(self, coords: np.ndarray) -> np.ndarray:
+        """The row of each of ``coords`` ``(k, d)`` (every one must be present)."""
+        if self.keys is not None:
+            return np.searchsorted(self.keys, _linear(coords, self.lo, self.span))
+        assert self.rows is not None
+        return np.array([self.rows[tuple(c)] for c in coords.tolist()], dtype=np.int64)

@@ -12,12 +12,12 @@ from ..._errors import NadarayaError
 from ...kernels import Gaussian, Kernel
 from ...kernels._base import ProductKernel
 from .._job import Job
-from ..certified import Sums
+from ..certified import Sums, block_rows
 from . import _native
 from ._basis import Basis
 from ._boxes import bin_points
 from ._plan import SIDES, Params, Survey, choose, survey
-from ._transform import Outcome, transform
+from ._transform import Outcome, Prepared, prepare, transform
 
 __all__ = ["MAX_DIMENSIONS", "MIN_TOLERANCE", "FastGaussTransform"]
 
@@ -53,9 +53,34 @@ def _is_gaussian(kernel: Kernel) -> bool:
 
 def _points(job: Job) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q = job.kernel.q.detach().to(torch.float64).contiguous()
+    return (q, *_keys(job))
+
+
+def _keys(job: Job) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values as float64, contiguous (the job's own tensors when they are)."""
     k = job.kernel.k.detach().to(torch.float64).contiguous()
     v = job.values.detach().to(torch.float64).contiguous()
-    return q, k, v
+    return k, v
+
+
+class PreparedQueries:
+    """The transform prepared for a job's queries: their sums, block by block.
+
+    Parameters
+    ----------
+    ready : Prepared
+        The key side and the target boxes of every query.
+    queries : torch.Tensor of shape (m, d)
+        The job's prepared queries (any float dtype).
+    """
+
+    def __init__(self, ready: Prepared, queries: torch.Tensor) -> None:
+        self.ready, self.queries = ready, queries
+
+    def evaluate(self, rows: slice) -> Sums:
+        """The sums and bounds of the queries ``rows`` (a slice of the job's queries)."""
+        block = self.queries[rows].to(torch.float64).contiguous()
+        return self.ready.evaluate(block)
 
 
 class FastGaussTransform:
@@ -163,17 +188,33 @@ class FastGaussTransform:
 
     def sums(self, job: Job, tolerance: float) -> Sums:
         """Both sums for every query of ``job``, with their proven bounds."""
-        return self.run(job, tolerance).sums
+        return self.prepare(job, tolerance).evaluate(slice(0, job.m))
+
+    def prepare(self, job: Job, tolerance: float) -> PreparedQueries:
+        """The keys sorted and expanded once; :meth:`PreparedQueries.evaluate` serves query blocks.
+
+        Memory: the keys' sorted copy, the expansions of the boxes, and
+        ``O(block_rows(job))`` per block of queries (the queries are counted per box
+        block by block, never sorted all at once).
+        """
+        self._check(job, tolerance)
+        k, v = _keys(job)
+        ready = prepare(job.kernel.q.detach(), k, v, self._params(job, tolerance),
+                        rows=block_rows(job))
+        return PreparedQueries(ready, job.kernel.q.detach())
 
     # -- helpers -------------------------------------------------------------------
     def run(self, job: Job, tolerance: float) -> Outcome:
         """:meth:`sums` with what the run did (boxes expanded, the factor ``E``)."""
+        self._check(job, tolerance)
+        q, k, v = _points(job)
+        return transform(q, k, v, self._params(job, tolerance))
+
+    def _check(self, job: Job, tolerance: float) -> None:
         why = self.refuse(job, tolerance)
         if why is not None:
             raise NadarayaError(f"the fast Gauss transform (engine 'fgt') cannot run this job "
                                 f"at tolerance={tolerance:g}: {why}. Use engine='auto'.")
-        q, k, v = _points(job)
-        return transform(q, k, v, self._params(job, tolerance))
 
     def _survey(self, job: Job) -> Survey:
         def make() -> Survey:

@@ -22,16 +22,20 @@ from .._threads import map_blocks
 
 __all__ = [
     "SOURCE",
+    "box_count",
     "box_keys",
     "counting_sort",
     "direct",
+    "direct_tables",
     "evaluate",
     "expneg",
     "finish",
     "gather",
     "histogram",
     "load",
+    "mass",
     "moments",
+    "scatter",
     "table",
     "translate",
     "unavailable",
@@ -63,6 +67,9 @@ _SIGNATURES = {
     "fgt_keys": ([_I64, _I64, _I32, _P, _F64, _P, _P, _P], None),
     "fgt_gather": ([_I64, _I64, _I32, _I32, _I64, _P, _P, _P, _P, _P, _P, _P], None),
     "fgt_finish": ([_I64, _I64, _I32, _P, _P, _P, _P, _P, _P, _F64, _F64, _P], None),
+    "fgt_scatter": ([_I64, _I32, _I32, _P, _P, _F64, _P, _P, _I64, _P, _P, _P], None),
+    "fgt_mass": ([_I64, _I64, _I32, _I64, _P, _P, _P], None),
+    "fgt_box_count": ([_I64, _I32, _P, _F64, _P, _P, _P], None),
 }
 
 _declared: dict[int, ctypes.CDLL] = {}
@@ -174,6 +181,13 @@ def box_keys(points: torch.Tensor, side: float, lo: torch.Tensor,
     return key
 
 
+def box_count(points: torch.Tensor, side: float, lo: torch.Tensor, span: torch.Tensor,
+              hist: torch.Tensor) -> None:
+    """Add to ``hist`` (int64, one entry per grid box) the count of points ``(n, d)`` per box."""
+    n, d = points.shape
+    _lib().fgt_box_count(n, d, _ptr(points), side, _ptr(lo), _ptr(span), _ptr(hist))
+
+
 def gather(start: torch.Tensor, order: torch.Tensor, points: torch.Tensor,
            values: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """Points (and values) in box order.
@@ -198,6 +212,47 @@ def gather(start: torch.Tensor, order: torch.Tensor, points: torch.Tensor,
     _run(lambda b0, b1: lib.fgt_gather(b0, b1, d, nv, n, _ptr(start), _ptr(order),
                                        _ptr(points), _ptr(values), _ptr(out["points_t"]),
                                        _ptr(out["values_t"]), _ptr(out["mass"])) or 0,
+         _work(start))
+    return out
+
+
+def scatter(points: torch.Tensor, values: torch.Tensor, side: float, lo: torch.Tensor,
+            span: torch.Tensor, total: int) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
+    """Keys (and values) sorted into boxes with no permutation kept (see ``fgt_scatter``).
+
+    Parameters
+    ----------
+    points : (n, d) float64
+    values : (n, nv) float64
+    side : float
+    lo, span : (d,) int64
+        The grid of :func:`~nadaraya.engine.fgt._boxes.grid_of`, ``total`` boxes.
+
+    Returns
+    -------
+    ends : (total,) int64
+        The row after the last of each grid box, in the sorted order.
+    points_t : (d, n) float64
+    values_t : (nv, n) float64
+    """
+    n, d = points.shape
+    nv = values.shape[1]
+    hist = np.zeros(total + 1, dtype=np.int64)
+    points_t = torch.empty(d, n, dtype=torch.float64)
+    values_t = torch.empty(nv, n, dtype=torch.float64)
+    _lib().fgt_scatter(n, d, nv, _ptr(points), _ptr(values), side, _ptr(lo), _ptr(span), total,
+                       hist.ctypes.data, _ptr(points_t), _ptr(values_t))
+    return hist[:total], points_t, values_t
+
+
+def mass(start: torch.Tensor, values_t: torch.Tensor) -> torch.Tensor:
+    """Per box of sorted keys, ``sum |w|`` with ``w = (1, values)``: ``(nb, 1 + nv)``."""
+    nv, n = values_t.shape
+    nb = start.shape[0] - 1
+    out = torch.empty(nb, nv + 1, dtype=torch.float64)
+    lib = _lib()
+    _run(lambda b0, b1: lib.fgt_mass(b0, b1, nv, n, _ptr(start), _ptr(values_t),
+                                     _ptr(out)) or 0,
          _work(start))
     return out
 
@@ -310,10 +365,12 @@ def direct(tcoords: torch.Tensor, tlo: torch.Tensor, thi: torch.Tensor, tpoints:
            texpanded: torch.Tensor, offsets: torch.Tensor, scoords: torch.Tensor,
            sstart: torch.Tensor, sexpanded: torch.Tensor, spoints_t: torch.Tensor,
            svalues_t: torch.Tensor, smass: torch.Tensor, work: np.ndarray,
+           tables: tuple[torch.Tensor, ...] | None = None,
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Exact sums over the source boxes at ``offsets`` of each target box.
 
-    A pair of boxes both expanded is skipped (the expansions carry it).
+    A pair of boxes both expanded is skipped (the expansions carry it). ``tables``
+    are :func:`direct_tables` of the source boxes, when built already.
 
     Returns
     -------
@@ -326,10 +383,7 @@ def direct(tcoords: torch.Tensor, tlo: torch.Tensor, thi: torch.Tensor, tpoints:
     ch = smass.shape[1]
     m, n = tpoints.shape[0], spoints_t.shape[1]
     sums, abss, near = _zeros(m, ch), _zeros(m, ch), _zeros(nbt, ch)
-    slots = table(scoords)
-    dindex = torch.from_numpy(np.flatnonzero(~sexpanded.numpy()))
-    dcoords = torch.from_numpy(np.ascontiguousarray(scoords.numpy()[dindex.numpy()]))
-    dslots = table(dcoords)
+    slots, dindex, dcoords, dslots = tables or direct_tables(scoords, sexpanded)
     lib = _lib()
     texp = torch.from_numpy(texpanded.numpy().astype(np.int8))
     _run(lambda b0, b1: lib.fgt_direct(b0, b1, d, ch, _ptr(tcoords), _ptr(tlo), _ptr(thi),
@@ -341,6 +395,18 @@ def direct(tcoords: torch.Tensor, tlo: torch.Tensor, thi: torch.Tensor, tpoints:
                                        _ptr(sums), _ptr(abss), _ptr(near)),
          work)
     return sums, abss, near
+
+
+def direct_tables(scoords: torch.Tensor, sexpanded: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The lookups :func:`direct` needs: all source boxes, and the boxes not expanded.
+
+    Returns ``(slots, dindex, dcoords, dslots)``: the hash table of ``scoords``; the
+    indices, coordinates and hash table of the source boxes ``sexpanded`` leaves out.
+    """
+    slots = table(scoords)
+    dindex = torch.from_numpy(np.flatnonzero(~sexpanded.numpy()))
+    dcoords = torch.from_numpy(np.ascontiguousarray(scoords.numpy()[dindex.numpy()]))
+    return slots, dindex, dcoords, table(dcoords)
 
 
 def expneg(r2: torch.Tensor) -> torch.Tensor:

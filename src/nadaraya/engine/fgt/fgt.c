@@ -185,6 +185,56 @@ void fgt_sort(int64_t n, const int64_t *key, int64_t span, int64_t *hist, int64_
     for (int64_t k = 0; k < span; k++) hist[k] = hist[k + 1] - hist[k];
 }
 
+/* Counting sort of points (n, d) and their values (n, nv) into the boxes of fgt_keys, with
+ * no order kept: hist (span + 1 zeros) counts each key, then turns into the first row of each
+ * key, and each point is written to the next row of its key, transposed: out (d, n), vals_t
+ * (nv, n). Stable (a box keeps its points' order); on return hist[k] is the row after the
+ * last of key k. */
+void fgt_scatter(int64_t n, int32_t d, int32_t nv, const double *pts, const double *values,
+                 double side, const int64_t *lo, const int64_t *span, int64_t nspan,
+                 int64_t *hist, double *out, double *vals_t) {
+    for (int64_t j = 0; j < n; j++) {
+        int64_t k = 0;
+        for (int i = 0; i < d; i++)
+            k = k * span[i] + ((int64_t)floor(pts[j * d + i] / side) - lo[i]);
+        hist[k + 1]++;
+    }
+    for (int64_t k = 0; k < nspan; k++) hist[k + 1] += hist[k];
+    for (int64_t j = 0; j < n; j++) {
+        int64_t k = 0;
+        for (int i = 0; i < d; i++)
+            k = k * span[i] + ((int64_t)floor(pts[j * d + i] / side) - lo[i]);
+        const int64_t r = hist[k]++;
+        for (int i = 0; i < d; i++) out[(int64_t)i * n + r] = pts[j * d + i];
+        for (int c = 0; c < nv; c++) vals_t[(int64_t)c * n + r] = values[j * nv + c];
+    }
+}
+
+/* hist[key] += 1 for the box key (as fgt_keys computes it) of each point of (n, d). */
+void fgt_box_count(int64_t n, int32_t d, const double *pts, double side, const int64_t *lo,
+                   const int64_t *span, int64_t *hist) {
+    for (int64_t j = 0; j < n; j++) {
+        int64_t k = 0;
+        for (int i = 0; i < d; i++)
+            k = k * span[i] + ((int64_t)floor(pts[j * d + i] / side) - lo[i]);
+        hist[k]++;
+    }
+}
+
+/* The masses of boxes b0 .. b1-1 of sorted keys: mass (nb, 1 + nv), sum |w| with
+ * w = (1, values), summed in the keys' order (as fgt_gather sums them). */
+void fgt_mass(int64_t b0, int64_t b1, int32_t nv, int64_t n, const int64_t *start,
+              const double *vals_t, double *mass) {
+    const int ch = nv + 1;
+    for (int64_t b = b0; b < b1; b++) {
+        for (int k = 0; k < ch; k++) mass[b * ch + k] = 0.0;
+        for (int64_t j = start[b]; j < start[b + 1]; j++) {
+            mass[b * ch] += 1.0;
+            for (int k = 0; k < nv; k++) mass[b * ch + 1 + k] += fabs(vals_t[(int64_t)k * n + j]);
+        }
+    }
+}
+
 static int64_t ipow(int64_t base, int e) {
     int64_t r = 1;
     for (int i = 0; i < e; i++) r *= base;
