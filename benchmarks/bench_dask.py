@@ -7,8 +7,10 @@ Four measurements, one run (``python benchmarks/bench_dask.py``):
   thread, then on a ``distributed.LocalCluster`` of 1 and of 2 worker
   processes with one thread each. ``per core`` is the single-process time
   over (cluster time x workers): 1.0 is no loss, 0.7 the issue's floor (a
-  loss of 30% per core). The Dask timings include the graph's construction;
-  the first call on each cluster (a warm-up at the same size) is not timed.
+  loss of 30% per core). The data are drawn by Dask tasks (as a cluster
+  reads its chunks) and computed once into NumPy for the single process; the
+  Dask timings include drawing the chunks and building the graph; the first
+  call on each cluster (a warm-up at the same size) is not timed.
 * ``overhead``: a graph of tiny blocks (8 queries, keys in chunks of 8) whose
   engine time is negligible: wall time over the number of tasks is the
   scheduler's cost per task, for the synchronous scheduler and for the
@@ -71,15 +73,18 @@ def throughput(m: int, n: int, repeat: int) -> float:
     import nadaraya
 
     torch.set_num_threads(1)
-    q, k, v = _problem(m, n)
+    # the data are made by tasks (as a cluster would read them), not shipped in the graph
+    rng = da.random.default_rng(0)
+    rows = max(1, m // 4)
+    Q = rng.uniform(0, 6, (m, 2), chunks=(rows, 2))
+    K = rng.uniform(0, 6, (n, 2), chunks=(n // 8, 2))
+    V = rng.normal(size=(n, 3), chunks=(n // 8, 3))
+    q, k, v = (np.asarray(a) for a in da.compute(Q, K, V, scheduler="sync"))
     nadaraya.smooth(q[:100], k[:1000], v[:1000], bandwidth=0.3)  # warm-up
     single = _best(lambda: nadaraya.smooth(q, k, v, bandwidth=0.3), repeat)
     engine = nadaraya.explain(q, k, v, bandwidth=0.3).engine
     print(f"throughput: m={m}, n={n}, 2-D Gaussian, exact; single process, 1 thread "
           f"({engine}): {single:.2f} s")
-    rows = max(1, m // 4)
-    Q, K, V = (da.from_array(q, chunks=(rows, 2)), da.from_array(k, chunks=(n // 8, 2)),
-               da.from_array(v, chunks=(n // 8, 3)))
     for workers in (1, 2):
         with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                       dashboard_address=None) as cluster, \
@@ -246,7 +251,7 @@ def plan(keys: float, queries: float, key_chunk: float, query_chunk: float, d: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m", type=int, default=2000)
-    parser.add_argument("--n", type=int, default=400_000)
+    parser.add_argument("--n", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--overhead-chunks", type=int, default=2000)
     parser.add_argument("--ooc-gib", type=float, default=8.0)

@@ -24,7 +24,10 @@ redone by its exact pass over every key. Masks are applied pair by pair on
 the original indices. The engine refuses when a sample of query blocks shows
 that most key blocks carry weight above rounding (more than a tenth or so when
 the compiled engine can run the job): then the compiled, fused or streamed
-engine, which do not pay for the order and the bounds, are faster.
+engine, which do not pay for the order and the bounds, are faster. A sample
+of point pairs, scored before any sorting, gives a lower bound of that share
+(:meth:`PrunedEngine._share_floor`), so a problem whose keys mostly matter is
+passed over without paying for the sort.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ MAX_SHARE_BESIDE_COMPILED = 0.12
 _KEY_BLOCK = 1024
 # Query blocks sampled to estimate the visited share.
 _SAMPLE_BLOCKS = 64
+# Queries and keys sampled for the share's lower bound (no sort).
+_FLOOR_QUERIES, _FLOOR_KEYS = 64, 2048
 
 
 def spatial_order(points: np.ndarray, leaf: int) -> np.ndarray:
@@ -166,6 +171,12 @@ class PrunedEngine:
             return "the kernel is not radial: no distance bounds its weights"
         if job.m == 0 or job.n <= self._key_block(job):
             return "the keys fit in one block: there is nothing to skip"
+        floor = self._share_floor(job)
+        if floor > MAX_VISITED_SHARE:
+            return (f"at least about {floor:.0%} of key blocks carry weight above rounding; "
+                    "visiting every block without bounds is faster")
+        if floor > MAX_SHARE_BESIDE_COMPILED and self._beside_compiled(job):
+            return None  # defer() passes it over; the spatial sort is not worth paying to say so
         plan = self._plan(job)
         if plan.share > MAX_VISITED_SHARE:
             return (f"about {plan.share:.0%} of key blocks carry weight above rounding; "
@@ -174,11 +185,51 @@ class PrunedEngine:
 
     def defer(self, job: Job) -> str | None:
         """Why the automatic choice should pass over this engine although it can run ``job``."""
-        share = self._plan(job).share
-        if share > MAX_SHARE_BESIDE_COMPILED and CompiledEngine().refuse(job) is None:
-            return (f"about {share:.0%} of key blocks carry weight above rounding; the "
+        if not self._beside_compiled(job):
+            return None
+        floor = self._share_floor(job)
+        share, about = (floor, "at least about") if floor > MAX_SHARE_BESIDE_COMPILED else (
+            self._plan(job).share, "about")
+        if share > MAX_SHARE_BESIDE_COMPILED:
+            return (f"{about} {share:.0%} of key blocks carry weight above rounding; the "
                     "compiled engine's loop over every pair is faster")
         return None
+
+    @staticmethod
+    def _beside_compiled(job: Job) -> bool:
+        return job.kernel.cached("pruned_beside_compiled",
+                                 lambda: CompiledEngine().refuse(job) is None)
+
+    @staticmethod
+    def _share_floor(job: Job) -> float:
+        """A lower bound of the visited share on a sample of pairs, without the spatial sort.
+
+        No row total exceeds ``n`` times the kernel's peak, so a key weighing
+        more than ``PRUNE_TOLERANCE * eps * n`` times the peak is visited
+        whatever the total, and so is the key block holding it: the share of
+        such keys among a query's keys bounds from below the share of key
+        blocks visited for its block. Averaged over up to 64 queries and 2048
+        keys spread evenly through the inputs; 0 under a mask (it hides pairs
+        the sample cannot see).
+        """
+        if job.mask is not None:
+            return 0.0
+
+        def floor() -> float:
+            kernel = job.kernel.kernel
+            assert isinstance(kernel, RadialKernel)
+            qi = torch.from_numpy(np.unique(np.linspace(0, job.m - 1, min(job.m, _FLOOR_QUERIES))
+                                            .astype(np.int64)))
+            kj = torch.from_numpy(np.unique(np.linspace(0, job.n - 1, min(job.n, _FLOOR_KEYS))
+                                            .astype(np.int64)))
+            peak = float(kernel.profile(torch.zeros(1, dtype=job.dtype)).max())
+            log_tol = math.log(PRUNE_TOLERANCE * torch.finfo(job.dtype).eps)
+            mq, mk = job.kernel.metric_points()
+            d2 = torch.cdist(mq[qi.to(job.device)], mk[kj.to(job.device)]).square()
+            scores = kernel.profile(d2)
+            return float((scores > peak + log_tol + math.log(job.n)).double().mean())
+
+        return job.kernel.cached("pruned_share_floor", floor)
 
     def cost(self, job: Job) -> float:
         share = self._plan(job).share if job.n > self._key_block(job) else 1.0

@@ -14,6 +14,7 @@ them (the engine state's rule, or the certified sums' addition).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +37,14 @@ def value_range(v: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     if a.shape[0] == 0:
         inf = torch.full((a.shape[1],), torch.inf, dtype=torch.float64)
         return torch.zeros_like(inf), inf, -inf
-    # reduced in NumPy: a chunk may be read-only (a memory map, an Arrow buffer)
-    lo, hi = a.min(axis=0), a.max(axis=0)
-    top = np.maximum(-lo.astype(np.float64), hi.astype(np.float64))
-    return (torch.from_numpy(top), torch.from_numpy(lo.astype(np.float64)),
-            torch.from_numpy(hi.astype(np.float64)))
+    if a.dtype.kind == "f" and a.dtype.isnative:
+        with warnings.catch_warnings():
+            # a chunk may be read-only (a memory map, an Arrow buffer): it is only read here
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            lo, hi = (x.to(torch.float64) for x in torch.aminmax(torch.from_numpy(a), dim=0))
+    else:  # integers, booleans, other byte orders: NumPy's reductions (torch lacks some)
+        lo, hi = (torch.from_numpy(x.astype(np.float64)) for x in (a.min(axis=0), a.max(axis=0)))
+    return torch.maximum(-lo, hi), lo, hi
 
 
 def _rescaled(part: Any, shift: torch.Tensor) -> Any:
