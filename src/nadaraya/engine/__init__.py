@@ -9,8 +9,8 @@ from __future__ import annotations
 from ._api import explain, smooth, weights
 from ._dispatch import ENGINES, Explanation
 from ._state import SmoothState
-from .dask._detect import is_dask
+from .dask._detect import any_dask, is_dask
 from .features import RandomFeatures
 
-__all__ = ["ENGINES", "Explanation", "RandomFeatures", "SmoothState", "explain", "is_dask",
-           "smooth", "weights"]
+__all__ = ["ENGINES", "Explanation", "RandomFeatures", "SmoothState", "any_dask", "explain",
+           "is_dask", "smooth", "weights"]

@@ -16,15 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..._errors import NadarayaError
-from ...engine import is_dask
+from ...engine import any_dask, is_dask
 
 __all__ = ["any_dask", "as_matrix", "as_targets", "as_weights", "check_features", "dask_array",
            "is_dask", "labels"]
-
-
-def any_dask(*arrays: Any) -> bool:
-    """Whether any of ``arrays`` is a Dask collection."""
-    return any(is_dask(a) for a in arrays)
 
 
 def dask_array() -> Any:
