@@ -140,6 +140,43 @@ def _threads(client: Any) -> int:
     return max(2, sum(w.get("nthreads", 1) for w in workers))
 
 
+def _range_and_sigma(args: argparse.Namespace, colour: Any, kind: str,
+                     measure_range: Any) -> tuple[float, str, float, str]:
+    """``--data-range`` and ``--sigma``, or what IN's colour channels give.
+
+    ``measure_range()`` gives the data range of ``colour`` (in memory or
+    through dask). Returns ``(data_range, how it was set, sigma, how it was
+    set)``; an estimated sigma of 0 (no noise found) is returned unchecked.
+    """
+    from ..image import estimate_noise
+    from ..image.denoise import check_sigma
+
+    if args.data_range is not None:
+        data_range, scale = args.data_range, "given"
+    else:
+        with _about(f"IN {args.input}"):
+            data_range = measure_range()
+        scale = ("the dtype's maximum" if kind in "ui" else
+                 "the span of the data; --data-range sets it")
+    sigma, how = args.sigma, "given"
+    if sigma is None:
+        with _about(f"IN {args.input}"):
+            sigma = estimate_noise(colour)
+        how = "estimated"
+        if sigma == 0:
+            return data_range, scale, 0.0, how
+    check_sigma(sigma, data_range, range_name="--data-range",
+                name="--sigma" if how == "given" else f"the noise level estimated from IN "
+                                                      f"{args.input} (--sigma sets it)")
+    return data_range, scale, sigma, how
+
+
+def _unchanged(args: argparse.Namespace, target: Any) -> int:
+    print(f"no noise found in {args.input} (estimated sigma 0): wrote it unchanged to "
+          f"{target}; give --sigma to filter it anyway")
+    return 0
+
+
 def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
              pixels: Any = None) -> int:
     """``nadaraya denoise`` of an image through dask, in bands of rows: IN read lazily
@@ -148,12 +185,11 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
     import numpy as np
 
     from .._config import get_config
-    from ..image import estimate_noise
     from ..image._chunked_io import read_chunked, write_tiff_bands
     from ..image._dask import dask_image
     from ..image._dask import data_range as dask_range
     from ..image._io import image_writer
-    from ..image.denoise import check_sigma, denoise
+    from ..image.denoise import denoise
 
     target = args.outputs["OUT"]
     suffix = target.suffix or Path(args.input).suffix.lower()
@@ -175,27 +211,12 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
         else:
             noisy = da.from_array(pixels, chunks=(rows, *pixels.shape[1:]))
         colour, alpha = _split_alpha(noisy)
-        if args.data_range is not None:
-            data_range, scale = args.data_range, "given"
-        else:
-            with _about(f"IN {args.input}"):
-                data_range = dask_range(dask_image(colour))
-            scale = ("the dtype's maximum" if noisy.dtype.kind in "ui" else
-                     "the span of the data; --data-range sets it")
-        sigma, how = args.sigma, "given"
-        if sigma is None:
-            with _about(f"IN {args.input}"):
-                sigma = estimate_noise(colour)
-            how = "estimated"
-            if sigma == 0:
-                raise NadarayaError(f"IN {args.input}: no noise found (estimated sigma 0); "
-                                    "give --sigma to filter it anyway.")
-        check_sigma(sigma, data_range, range_name="--data-range",
-                    name="--sigma" if how == "given" else f"the noise level estimated from "
-                                                          f"IN {args.input} (--sigma sets it)")
+        data_range, scale, sigma, how = _range_and_sigma(
+            args, colour, noisy.dtype.kind, lambda: dask_range(dask_image(colour)))
         start = time.perf_counter()
         with _about(f"IN {args.input}"):
-            out = denoise(colour, args.method, sigma, data_range=data_range)
+            out = colour if sigma == 0 else denoise(colour, args.method, sigma,
+                                                    data_range=data_range)
             if writer == "tifffile":
                 write_tiff_bands(target, out, alpha, batch=batch)
             else:
@@ -205,6 +226,8 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
                                      alpha.compute(), np)
                 write_image(target, result, suffix=suffix)
         elapsed = time.perf_counter() - start
+    if sigma == 0:
+        return _unchanged(args, target)
     kept = " (alpha kept)" if alpha is not None else ""
     where = f"scheduler {args.scheduler}" if args.scheduler else "local threads"
     print(f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
@@ -225,9 +248,9 @@ def run(args: argparse.Namespace) -> int:
             header[0], header[1]) > get_config().working_memory * 2**20):
         return _chunked(args, header[0], header[1])
 
-    from ..image import estimate_noise, psnr
+    from ..image import psnr
     from ..image._io import as_image, data_range_of, image_writer, read_image, write_image
-    from ..image.denoise import check_sigma, denoise
+    from ..image.denoise import denoise
 
     target = args.outputs["OUT"]
     with _about("IN"):
@@ -247,27 +270,11 @@ def run(args: argparse.Namespace) -> int:
                 "be the same image."
             )
     colour, alpha = _split_alpha(noisy)
-    if args.data_range is not None:
-        data_range, scale = args.data_range, "given"
-    else:
-        with _about(f"IN {args.input}"):
-            data_range = data_range_of(as_image(colour))
-        scale = ("the dtype's maximum" if noisy.dtype.kind in "ui" else
-                 "the span of the data; --data-range sets it")
-    sigma = args.sigma
-    how = "given"
-    if sigma is None:
-        with _about(f"IN {args.input}"):
-            sigma = estimate_noise(colour)
-        how = "estimated"
-        if sigma == 0:
-            write_image(target, noisy, suffix=suffix)
-            print(f"no noise found in {args.input} (estimated sigma 0): wrote it unchanged to "
-                  f"{target}; give --sigma to filter it anyway")
-            return 0
-    check_sigma(sigma, data_range, range_name="--data-range",
-                name="--sigma" if how == "given" else f"the noise level estimated from IN "
-                                                      f"{args.input} (--sigma sets it)")
+    data_range, scale, sigma, how = _range_and_sigma(
+        args, colour, noisy.dtype.kind, lambda: data_range_of(as_image(colour)))
+    if sigma == 0:
+        write_image(target, noisy, suffix=suffix)
+        return _unchanged(args, target)
     start = time.perf_counter()
     with _about(f"IN {args.input}"):
         out = _join_alpha(denoise(colour, args.method, sigma, data_range=data_range), alpha, np)

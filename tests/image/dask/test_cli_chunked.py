@@ -3,6 +3,7 @@ rows, the in-memory result written band by band; ``--scheduler`` for a dask clus
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -148,3 +149,22 @@ def test_a_local_cluster_gives_the_in_memory_result(tmp_path: Path,
     assert status == 0, captured.err
     assert f"scheduler {cluster.scheduler_address}" in captured.out
     assert np.array_equal(read_image(tmp_path / "out.tif"), _expected(noisy, "skr", 20.0))
+
+
+@pytest.mark.parametrize("budget", [BUDGET, None])  # in bands through dask, and in memory
+@pytest.mark.parametrize(("shape", "suffix"), [((40, 30, 4), ".tif"), ((40, 30), ".png")])
+def test_an_image_without_noise_is_written_unchanged_either_way(
+        tmp_path: Path, capsys: pytest.CaptureFixture, budget: float | None,
+        shape: tuple[int, ...], suffix: str) -> None:
+    flat = np.full(shape, 90, dtype=np.uint8)
+    if len(shape) == 3:
+        flat[..., 3] = np.arange(shape[1], dtype=np.uint8)  # an alpha channel of its own
+    write_image(tmp_path / f"in{suffix}", flat)
+    context = (nadaraya.config_context(working_memory=budget) if budget
+               else contextlib.nullcontext())
+    with context:
+        status = main(["denoise", str(tmp_path / f"in{suffix}"), str(tmp_path / f"out{suffix}")])
+    out = capsys.readouterr().out
+    assert status == 0 and "no noise found" in out and "unchanged" in out
+    assert ("in bands of" in out) is False  # the unchanged image is not reported as filtered
+    assert np.array_equal(read_image(tmp_path / f"out{suffix}"), flat)
