@@ -101,6 +101,13 @@ def _weights(sample_weight: Any, rows: tuple[int, ...]) -> Any:
     return da.ones(sum(rows), chunks=(rows,)) if w is None else w
 
 
+def _predicted(est: Any, X: Any) -> tuple[Any, tuple[int, ...]]:
+    """The predictions at ``X`` as a Dask array, and their row chunks."""
+    pred = est.predict(X)
+    pred = pred if is_dask(pred) else dask_array().from_array(pred)
+    return pred, pred.chunks[0]
+
+
 def score_regressor(est: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
     """``R^2`` of the predictions at ``X`` (lazy), as :func:`sklearn.metrics.r2_score`.
 
@@ -110,9 +117,7 @@ def score_regressor(est: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
     from ._inputs import as_targets
 
     da = dask_array()
-    pred = est.predict(X)
-    pred = pred if is_dask(pred) else da.from_array(pred)
-    rows = pred.chunks[0]
+    pred, rows = _predicted(est, X)
     Y = as_targets(y, rows)
     w = _weights(sample_weight, rows)
     P = pred.rechunk({0: rows})
@@ -128,10 +133,7 @@ def score_regressor(est: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
 
 def score_classifier(est: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
     """Weighted accuracy of the predictions at ``X`` (lazy)."""
-    da = dask_array()
-    pred = est.predict(X)
-    pred = pred if is_dask(pred) else da.from_array(pred)
-    rows = pred.chunks[0]
+    pred, rows = _predicted(est, X)
     truth = labels(y, rows)
     w = _weights(sample_weight, rows)
     return (w * (pred == truth)).sum() / w.sum()
