@@ -117,15 +117,8 @@ def loo_fit(spec: KernelSpec, design: LocalDesign, X: np.ndarray, Y: np.ndarray,
     means, lse = smooth(X, X, A, spec.kernel, loo_mask, bandwidth=spec.bandwidth,
                         engine=engine, return_lse=True, empty="nan", tolerance=tolerance)
     own = spec.self_scores(X)
-    with np.errstate(over="ignore", invalid="ignore"):
-        share = 1.0 / (1.0 + np.exp(lse - own))
-    share = np.where(_own_visible(mask, X), share, 0.0)
-    in_sample = _add_back(means, A, share)
-    if w is None:
-        loo_means = means
-    else:
-        keep = np.clip(w - unit, 0.0, None) / w
-        loo_means = _add_back(means, A * keep[:, None], np.where(keep > 0, share, 0.0))
+    share, in_sample, loo_means = own_point_back(means, lse, own, A, w, unit,
+                                                 _own_visible(mask, X))
     direct = mask is None and design.degree >= 1
     loo = solve_exact(design, loo_means, X, p,
                       _local_rows(spec, X, Y, w, lse - own, True, unit) if direct else None)[0]
@@ -180,6 +173,44 @@ def _in_sample(design: LocalDesign, in_sample: np.ndarray, X: np.ndarray, p: int
     with np.errstate(invalid="ignore", divide="ignore"):
         diag = share * omega * c[:, 0] / mu0
     return fitted, diag
+
+
+def own_point_back(means: np.ndarray, lse: np.ndarray, own: np.ndarray, A: np.ndarray,
+                   w: np.ndarray | None, unit: float, visible: Any = True
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each point's own term added back to its leave-one-out means.
+
+    Parameters
+    ----------
+    means : ndarray of shape (n, q)
+        Leave-one-out means of the augmented values ``A``.
+    lse, own : ndarray of shape (n,)
+        Log-sum of the other points' weights, and each point's own score.
+    A : ndarray of shape (n, q)
+    w : ndarray of shape (n,) or None
+        Sample weights in their frame (None: unweighted).
+    unit : float
+        The weight one in the frame of ``w``.
+    visible : bool or ndarray of shape (n,)
+        Whether the mask lets each point see itself.
+
+    Returns
+    -------
+    share : ndarray of shape (n,)
+        The own point's share of its row's weight.
+    in_sample : ndarray of shape (n, q)
+        The in-sample means (the own point back whole).
+    loo_means : ndarray of shape (n, q)
+        The leave-one-out means: with sample weights, the own point back less one unit.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        share = 1.0 / (1.0 + np.exp(lse - own))
+    share = np.where(visible, share, 0.0)
+    in_sample = _add_back(means, A, share)
+    if w is None:
+        return share, in_sample, means
+    keep = np.clip(w - unit, 0.0, None) / w
+    return share, in_sample, _add_back(means, A * keep[:, None], np.where(keep > 0, share, 0.0))
 
 
 def _add_back(means: np.ndarray, own: np.ndarray, share: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from nadaraya.image import denoise, estimate_noise
 from nadaraya.image._io import read_image, write_image
 
 from ...cli._inputs import guard_inputs
+from ._images import noisy_image
 
 pytest.importorskip("dask.array")
 tifffile = pytest.importorskip("tifffile")
@@ -35,12 +36,7 @@ def _inputs_unchanged(monkeypatch: pytest.MonkeyPatch):
 def _noisy(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     rows, cols = np.indices(shape[:2])
     clean = 0.3 + 0.4 * (((rows - 30) ** 2 + (cols - 22) ** 2) < 300)
-    if len(shape) == 3:
-        clean = clean[..., None] * np.linspace(0.7, 1.0, shape[2])
-    x = np.clip(clean + 0.08 * rng.standard_normal(shape), 0, 1)
-    if np.dtype(dtype).kind == "u":
-        return np.rint(x * np.iinfo(dtype).max).astype(dtype)
-    return x.astype(dtype)
+    return noisy_image(rng, clean, shape, dtype, sd=0.08, tint=(0.7, 1.0))
 
 
 def _expected(noisy: np.ndarray, method: str, sigma: float) -> np.ndarray:

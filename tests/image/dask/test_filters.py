@@ -27,6 +27,8 @@ from nadaraya.image import (
     steering_kernel_regression,
 )
 
+from ._images import noisy_image
+
 da = pytest.importorskip("dask.array")
 
 Filter = Callable[[Any, float], Any]
@@ -58,12 +60,7 @@ def _image(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.n
     """A piecewise-constant image with noise, in the dtype's range (integers) or [0, 1]."""
     rows, cols = np.indices(shape[:2])
     base = 0.3 + 0.4 * ((rows // 5 + cols // 7) % 2)
-    if len(shape) == 3:
-        base = base[..., None] * np.linspace(0.6, 1.0, shape[2])
-    x = np.clip(base + 0.1 * rng.standard_normal(shape), 0.0, 1.0)
-    if np.dtype(dtype).kind == "u":
-        return np.rint(x * np.iinfo(dtype).max).astype(dtype)
-    return x.astype(dtype)
+    return noisy_image(rng, base, shape, dtype, sd=0.1, tint=(0.6, 1.0))
 
 
 def _scale(dtype: Any) -> float:

@@ -23,14 +23,9 @@ __all__ = ["any_dask", "as_matrix", "as_targets", "as_weights", "check_features"
 
 
 def dask_array() -> Any:
-    """The ``dask.array`` module, or an error that says what to install."""
-    try:
-        import dask.array as da
-    except ImportError:  # pragma: no cover - the extra is installed in the test set-up
-        raise NadarayaError(
-            "fitting on Dask collections needs Dask; install it with "
-            "pip install 'nadaraya[dask]'."
-        ) from None
+    """The ``dask.array`` module (Dask is installed: only Dask inputs lead here)."""
+    import dask.array as da
+
     return da
 
 

@@ -32,7 +32,7 @@ from ...masks import LeaveOneOut
 from .._design import LocalDesign
 from .._direct import solve_rows
 from .._kernel import KernelSpec
-from .._loo import _add_back, _local_rows
+from .._loo import _local_rows, own_point_back
 
 __all__ = ["Evaluation", "Training", "loo_pass", "patch"]
 
@@ -58,14 +58,8 @@ def _block(means: np.ndarray, lse: np.ndarray, X: np.ndarray, Y: np.ndarray, w: 
     cols = _columns(p)
     lse, w = lse[:, 0], w[:, 0]
     own = spec.self_scores(X)
-    with np.errstate(over="ignore", invalid="ignore"):
-        share = 1.0 / (1.0 + np.exp(lse - own))
-    in_sample = _add_back(means, A, share)
-    if weighted:
-        keep = np.clip(w - unit, 0.0, None) / w
-        loo_means = _add_back(means, A * keep[:, None], np.where(keep > 0, share, 0.0))
-    else:
-        loo_means = means
+    share, in_sample, loo_means = own_point_back(means, lse, own, A, w if weighted else None,
+                                                 unit)
     loo, _, _, flag_loo = design.solve_checked(loo_means, X, p)
     fitted, c, mu0, flag_in = design.solve_checked(in_sample, X, p, coef=True)
     with np.errstate(invalid="ignore", divide="ignore"):
