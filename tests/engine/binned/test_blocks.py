@@ -41,6 +41,10 @@ def test_blocks_equal_one_block_and_keep_their_bounds(seed: int, kernel: str, ki
     keys = layout(kind, 300, d, rng)
     queries = np.r_[layout("uniform", 120, d, rng) * 1.4 - 0.2, np.full((1, d), 9.0)]
     job = make_job(queries, keys, rng.standard_normal((keys.shape[0], 2)), kernel, 0.1)
+    why = METHOD.refuse(job, 1e-3)
+    if why is not None:  # spread-out keys can need a grid too large (or too slow) to pay
+        assert why.startswith("the grid for tolerance"), why
+        return
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(binned_method, "block_rows", lambda job: keys_at_once)
         ready = METHOD.prepare(job, 1e-3)
