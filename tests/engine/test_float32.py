@@ -81,7 +81,7 @@ def test_dot_form_scores_are_exact_enough() -> None:
         out = nadaraya.smooth(queries, keys, values, bandwidth=1.0, engine=engine)
         assert _error(out, ref) <= BOUND, (engine, _error(out, ref))
     from nadaraya.engine._api import build_job
-    from nadaraya.engine._streamed import _Scorer
+    from nadaraya.engine.streamed._engine import _Scorer
 
     job, _ = build_job(queries, keys, values, "gaussian", None, 1.0)
     assert _Scorer(job).dot is not None  # the case this test is about

@@ -13,7 +13,7 @@ import nadaraya
 from nadaraya import NadarayaError
 from nadaraya import kernels as K
 from nadaraya import masks as M
-from nadaraya.engine import _neighbors
+from nadaraya.engine.neighbors import _engine as _neighbors
 
 COMPACT = ["epanechnikov", "tricube", "uniform"]
 EPS32 = float(np.finfo(np.float32).eps)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import nadaraya
 from nadaraya import kernels as K
 from nadaraya import masks as M
-from nadaraya.engine import _pruned
 from nadaraya.engine._api import build_job
+from nadaraya.engine.pruned import _engine as _pruned
 
 from ._oracles import EPS32, FLOAT32_FACTOR, dense64, examples, kernel_cases, mask_cases, rel_err
 

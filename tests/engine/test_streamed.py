@@ -9,9 +9,9 @@ import torch
 import nadaraya
 from nadaraya import kernels as K
 from nadaraya import masks as M
-from nadaraya.engine import _streamed
 from nadaraya.engine._api import build_job
 from nadaraya.engine._job import exp_floor
+from nadaraya.engine.streamed import _engine as _streamed
 from nadaraya.kernels._base import BoundKernel
 from nadaraya.masks._base import BoundMask
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import nadaraya
 from nadaraya import NadarayaError
 from nadaraya.engine._api import build_job
-from nadaraya.engine._unnormalized import adapt_engines
+from nadaraya.engine.unnormalized._engine import adapt_engines
 from nadaraya.kernels import Epanechnikov, ExpDot, Gaussian, Laplacian
 from nadaraya.kernels.linear import LinearKernel
 from nadaraya.kernels.similarity import NegativeDistance, Power

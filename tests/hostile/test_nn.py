@@ -41,7 +41,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from nadaraya.engine._batched import PreparedKernel
+from nadaraya.engine.batched._engine import PreparedKernel
 from nadaraya.nn import KernelAttention
 from nadaraya.nn.functional import kernel_attention
 from nadaraya.nn.kernels import AttentionKernel, get_attention_kernel

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import nadaraya
-from nadaraya.engine import _grid_blocks
-from nadaraya.engine._grid_blocks import blocks
+from nadaraya.engine.grid import _blocks as _grid_blocks
+from nadaraya.engine.grid import blocks
 from nadaraya.image import (
     bilateral,
     kernel_regression,

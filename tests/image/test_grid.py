@@ -8,9 +8,8 @@ import torch
 
 import nadaraya
 from nadaraya import NadarayaError
-from nadaraya.engine._grid import grid_smooth
-from nadaraya.engine._lattice import monomials, window_offsets
 from nadaraya.engine._state import SmoothState
+from nadaraya.engine.grid import grid_smooth, monomials, window_offsets
 from nadaraya.kernels.quadratic import (
     QuadraticKernel,
     bilateral_kernel,
@@ -347,12 +346,12 @@ def test_values_at_the_ends_of_the_range(dtype: torch.dtype, value: float) -> No
 
 @pytest.mark.parametrize("mode", ["reflect", "symmetric", "edge", "wrap"])
 def test_padding_equals_numpy(rng: np.random.Generator, mode: str) -> None:
-    from nadaraya.engine._lattice import _pad
+    from nadaraya.engine.grid import pad
 
     for n in (1, 2, 5):
         x = rng.random((2, n, n + 2))
         for pads in ((0, 3), (2, 1), (7, 9)):
-            out = _pad(torch.from_numpy(x), pads, mode).numpy()
+            out = pad(torch.from_numpy(x), pads, mode).numpy()
             ref = np.pad(x, ((0, 0), (pads[0], pads[0]), (pads[1], pads[1])), mode=mode)
             np.testing.assert_array_equal(out, ref)
 

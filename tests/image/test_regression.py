@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nadaraya import NadarayaError
-from nadaraya.engine._lattice import window_offsets
+from nadaraya.engine.grid import window_offsets
 from nadaraya.image import kernel_regression, steering_kernel_regression
 from nadaraya.image._poly import local_fit
 from nadaraya.image.steering import steering_field, steering_matrices

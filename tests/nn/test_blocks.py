@@ -10,8 +10,8 @@ import torch
 
 import nadaraya
 from nadaraya.engine._api import build_job
-from nadaraya.engine._autograd import AutogradEngine, BlockMask, smooth_blocks
-from nadaraya.engine._dense import DenseEngine
+from nadaraya.engine.autograd import AutogradEngine, BlockMask, smooth_blocks
+from nadaraya.engine.dense._engine import DenseEngine
 from nadaraya.kernels import CallableKernel, Gaussian
 from nadaraya.masks import Causal, LeaveOneOut, Window
 from nadaraya.nn.functional import kernel_attention

@@ -12,15 +12,15 @@ from .._validation import as_input, as_tensor, check_finite, compute_dtype, kind
 from ..bandwidth import resolve_bandwidth
 from ..kernels import Kernel, get_kernel
 from ..masks import Mask, Problem, get_mask
-from ._dense import dense_weights
 from ._dispatch import Engine, Explanation, choose, get_engine
 from ._empty import _nearest, check_policy
 from ._job import Job
 from ._scale import scale_values
-from ._unnormalized import check_options, finish
 from .certified import METHODS, certified_state, check_tolerance, choose_certified
+from .dense import dense_weights
 from .features import RandomFeatures
 from .features import as_state as features_state
+from .unnormalized import check_options, finish
 
 __all__ = ["explain", "smooth", "weights"]
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from .._errors import NadarayaError
 from ._job import Job
 from ._state import SmoothState
-from ._unnormalized import adapt_engines
+from .unnormalized import adapt_engines
 
 __all__ = ["ENGINES", "Engine", "Explanation", "choose", "get_engine"]
 
@@ -35,13 +35,13 @@ class Engine(Protocol):
 
 
 def _engines() -> dict[str, Engine]:
-    from ._autograd import AutogradEngine
-    from ._dense import DenseEngine
-    from ._fused import FusedEngine
-    from ._neighbors import NeighborsEngine
-    from ._pruned import PrunedEngine
-    from ._streamed import StreamedEngine
+    from .autograd import AutogradEngine
     from .compiled import CompiledEngine
+    from .dense import DenseEngine
+    from .fused import FusedEngine
+    from .neighbors import NeighborsEngine
+    from .pruned import PrunedEngine
+    from .streamed import StreamedEngine
     from .sweep import SweepEngine
 
     return {e.name: e for e in (SweepEngine(), NeighborsEngine(), PrunedEngine(), CompiledEngine(),

@@ -89,7 +89,7 @@ class MeanState(SmoothState):
     (the log-sum itself, as ``total`` is 1) when the run kept it
     (``keeps_offset``; for ``return_lse`` and ``normalize=False``); otherwise it
     is a zero-stride placeholder and :attr:`lse` raises. The state owns ``acc``:
-    :func:`~nadaraya.engine._unnormalized.finish` turns it into the output in
+    :func:`~nadaraya.engine.unnormalized._engine.finish` turns it into the output in
     place, block by block, so finishing allocates no second ``(m, p)`` array.
 
     Attributes

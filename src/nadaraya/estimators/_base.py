@@ -27,8 +27,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._errors import NadarayaError
-from ..engine import smooth, weights
-from ..engine._empty import EMPTY_POLICIES
+from ..engine import EMPTY_POLICIES, smooth, weights
 from ..engine.certified import check_tolerance
 from . import _dask, _frame
 from ._bandwidth import RULES, check_bandwidth, rule_bandwidth, search_bandwidth, weighted_spread

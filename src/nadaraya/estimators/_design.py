@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine._lattice import monomials as _grid_monomials
+from ..engine.grid import monomials as _grid_monomials
 
 __all__ = ["LocalDesign", "cutoff", "filter_factors", "moment_bits", "moment_shift", "monomials"]
 

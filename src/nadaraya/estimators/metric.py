@@ -9,8 +9,8 @@ minimising the leave-one-out squared error
 This is attention with ``W_q = W_k = L`` trained by gradient descent (seed
 000's derivation): queries ``X L^T``, keys ``X L^T``, values ``y``, the RBF
 kernel and the leave-one-out mask. Here the objective is exactly that call of
-:func:`nadaraya.nn.functional.kernel_attention`, and torch autograd gives its
-gradient; SciPy's L-BFGS-B (with its line search) minimises it.
+:func:`nadaraya.smooth` (its differentiable engine), and torch autograd gives
+its gradient; SciPy's L-BFGS-B (with its line search) minimises it.
 ``tie=False`` learns separate maps for queries and keys.
 
 The objective is not convex, and for a full map it has ``n_components *
@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._errors import NadarayaError
 from ..engine import smooth
+from ..kernels import Gaussian
 from ..masks import LeaveOneOut
 
 __all__ = ["MetricKernelRegressor", "loo_squared_error"]
@@ -57,11 +58,10 @@ def loo_squared_error(points: torch.Tensor, targets: torch.Tensor, query_map: to
     torch.Tensor
         ``mean_i ||y_i - yhat_{-i}||^2`` with ``K = exp(-||W_q x_i - W_k x_j||^2 / 2)``.
     """
-    from ..nn.functional import kernel_attention
-
     q = points @ query_map.T
     k = q if key_map is None else points @ key_map.T
-    fit = kernel_attention(q, k, targets, "rbf", LeaveOneOut(), scale=1.0, empty="zero")
+    # the engine's differentiable path; every query sees n - 1 >= 1 keys
+    fit = smooth(q, k, targets, Gaussian(1.0), LeaveOneOut(), empty="raise")
     return (fit - targets).square().sum(1).mean()
 
 

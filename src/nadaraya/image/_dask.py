@@ -1,7 +1,7 @@
 """Image filters on dask arrays: one ``map_overlap`` with the halo the filter needs.
 
 A filter whose output at a pixel depends on its input only within ``halo``
-pixels of it (:mod:`nadaraya.engine._grid_blocks`) gives, on a chunk read
+pixels of it (:mod:`nadaraya.engine.grid`) gives, on a chunk read
 together with that halo, the same output on the chunk's own pixels as on the
 whole image. :func:`map_image` runs the filter's region function on every
 chunk through :func:`dask.array.map_overlap` with ``depth = halo`` and
@@ -10,7 +10,7 @@ and clipped to the image, exactly the region of the in-memory filter's
 blocks, so the filter's own border rule applies at the true border only.
 For ``border="wrap"`` the axes cut into several chunks are read with
 ``boundary="periodic"`` and cropped to the ``outside`` pixels the in-memory
-blocks read beyond the border (:meth:`~nadaraya.engine._grid_blocks.Block.read`).
+blocks read beyond the border (:meth:`~nadaraya.engine.grid.Block.read`).
 
 Whatever a filter derives from the whole image (the data range, the noise
 level, the default window from the image's size) is computed once by the
@@ -31,7 +31,7 @@ import torch
 
 from .._config import config_context, get_config
 from .._errors import NadarayaError
-from ..engine._grid_blocks import Block
+from ..engine.grid import Block
 from ._io import Image, as_image, check_positive
 
 __all__ = ["DaskImage", "dask_image", "data_range", "is_dask", "map_image", "refuse"]
@@ -153,7 +153,7 @@ def map_image(region_filter: RegionFilter, img: DaskImage, halo: int, *,
     region_filter : callable
         ``region_filter(region, block, extra_regions)``: the filter on the
         region read ``(c, h, w)`` of the compute dtype, ``block`` the region's
-        place in the image (:class:`~nadaraya.engine._grid_blocks.Block`),
+        place in the image (:class:`~nadaraya.engine.grid.Block`),
         ``extra_regions`` the same region of each of ``extras``. Returns the
         filtered region ``(c, h, w)``.
     img : DaskImage
@@ -163,7 +163,7 @@ def map_image(region_filter: RegionFilter, img: DaskImage, halo: int, *,
         Further per-pixel inputs (a pilot estimate), chunked like the image
         (they are rechunked to it).
     outside, least : int
-        As in :func:`~nadaraya.engine._grid_blocks.blocks`: pixels read
+        As in :func:`~nadaraya.engine.grid.blocks`: pixels read
         beyond each image border a region meets (``wrap``), and the least
         side of a chunk.
     wrap : bool

@@ -23,9 +23,8 @@ from typing import Any
 import torch
 
 from .._config import get_config
-from ..engine._grid import grid_smooth, peak_exponent, scale_pow2
-from ..engine._lattice import monomials
-from ..engine._state import SmoothState
+from ..engine import SmoothState
+from ..engine.grid import grid_smooth, monomials, peak_exponent, scale_pow2
 
 __all__ = ["LocalFit", "local_fit"]
 
@@ -214,7 +213,7 @@ def local_fit(values: torch.Tensor, kernel: Any, offsets: torch.Tensor, degree: 
     """Fit a local polynomial of ``degree`` at every pixel of ``values`` ``(c, H, W)``.
 
     ``guide`` ``(c', H, W)``: the features a value block of the kernel compares
-    (default ``values``), as in :func:`~nadaraya.engine._grid.grid_smooth`.
+    (default ``values``), as in :func:`~nadaraya.engine.grid.grid_smooth`.
     """
     c, height, width = values.shape
     exp = peak_exponent(values) if degree else 0

@@ -6,7 +6,7 @@
 
 so ``K = exp(-||x_i - x_j||^2 / (2 sigma_space^2) - ||y_i - y_j||^2 / (2 sigma_color^2))``.
 The image is filtered in blocks read with the window's radius as halo
-(:mod:`nadaraya.engine._grid_blocks`): the working-memory budget bounds the
+(:mod:`nadaraya.engine.grid`): the working-memory budget bounds the
 temporaries, and the result is the unblocked one bit for bit.
 """
 
@@ -17,9 +17,7 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
-from ..engine._grid import grid_smooth
-from ..engine._grid_blocks import Block, run_blocks
-from ..engine._lattice import window_offsets
+from ..engine.grid import Block, grid_smooth, run_blocks, window_offsets
 from ..kernels.quadratic import bilateral_kernel
 from ._dask import dask_image, is_dask, map_image
 from ._io import as_image, check_positive

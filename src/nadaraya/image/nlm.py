@@ -9,7 +9,7 @@ so ``r^2`` is the ``g``-weighted mean squared difference of two patches over
 Locally (``search_radius`` given) the grid engine loops over the search
 offsets and gets every patch distance of one offset by filtering the squared
 difference image with ``g``, in blocks of pixels read with the halo
-``search_radius + patch_size // 2`` (:mod:`nadaraya.engine._grid_blocks`):
+``search_radius + patch_size // 2`` (:mod:`nadaraya.engine.grid`):
 the working-memory budget bounds the temporaries, and the result is the
 unblocked one bit for bit. Globally (``search_radius=None``, every pixel
 attends to every pixel) the patches become explicit vectors and
@@ -24,9 +24,7 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
-from ..engine._grid import BORDERS, grid_smooth
-from ..engine._grid_blocks import Block, run_blocks
-from ..engine._lattice import _pad, window_offsets
+from ..engine.grid import BORDERS, Block, grid_smooth, pad, run_blocks, window_offsets
 from ..kernels.quadratic import QuadraticKernel, gaussian_patch, nlm_kernel
 from ._dask import dask_image, is_dask, map_image, refuse
 from ._io import as_image, check_positive
@@ -58,7 +56,7 @@ def _global_patches(data: torch.Tensor, g: torch.Tensor, border: str) -> torch.T
     """Every pixel's patch as a row, shape ``(height * width, c * P * P)``, weighted by sqrt(g)."""
     c, _height, _width = data.shape
     r = g.shape[0] // 2
-    padded = _pad(data, (r, r), border)
+    padded = pad(data, (r, r), border)
     cols = torch.nn.functional.unfold(padded[None], g.shape[0])[0]  # (c * P * P, H * W)
     sq = g.to(data).sqrt().flatten().repeat(c)  # channel-major, like unfold
     return (cols * sq[:, None]).T.contiguous()

@@ -7,7 +7,7 @@ are split into layers, each a grid of at most one sample per pixel, whose
 online log-sum-exp states merge exactly (:meth:`SmoothState.merge`).
 
 The grid is computed in blocks read with the halo the fits need
-(:mod:`nadaraya.engine._grid_blocks`), so the working-memory budget bounds
+(:mod:`nadaraya.engine.grid`), so the working-memory budget bounds
 the temporaries; sample values are scaled by a power of two into
 ``(-1, 1)`` before the moments are summed (exact), so any finite values fit.
 """
@@ -23,10 +23,16 @@ import torch
 
 from .._config import config_context, get_config
 from .._errors import NadarayaError
-from ..engine._grid import grid_smooth, peak_exponent, scale_pow2
-from ..engine._grid_blocks import Block, run_blocks
-from ..engine._lattice import monomials, window_offsets
-from ..engine._state import SmoothState
+from ..engine import SmoothState
+from ..engine.grid import (
+    Block,
+    grid_smooth,
+    monomials,
+    peak_exponent,
+    run_blocks,
+    scale_pow2,
+    window_offsets,
+)
 from ..kernels.quadratic import QuadraticKernel, classic_kernel
 from ._io import Image, check_positive, data_range_of
 from ._poly import solve_moments

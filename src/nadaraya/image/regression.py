@@ -5,7 +5,7 @@
 Gaussian blur normalised at the border); order 2 fits a local quadratic by
 weighted least squares, which keeps ridges and corners sharper. The image
 is fitted in blocks read with the window's radius as halo
-(:mod:`nadaraya.engine._grid_blocks`): the working-memory budget bounds the
+(:mod:`nadaraya.engine.grid`): the working-memory budget bounds the
 temporaries, and the result is the unblocked one, bit for bit for order 0
 and to a few units in the last place for orders 1 and 2 (their moments are
 matrix products, whose rounding follows the block's size).
@@ -19,8 +19,7 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
-from ..engine._grid_blocks import Block, run_blocks
-from ..engine._lattice import window_offsets
+from ..engine.grid import Block, run_blocks, window_offsets
 from ..kernels.quadratic import classic_kernel
 from ._dask import dask_image, is_dask, map_image
 from ._io import as_image, check_positive

@@ -24,7 +24,7 @@ form of Milanfar's survey, with both blocks).
 
 The whole pipeline (pilot, first fit, steering matrices, steering fits) runs
 block by block, each block read with the sum of its stages' reaches as halo
-(:mod:`nadaraya.engine._grid_blocks`): the working-memory budget bounds the
+(:mod:`nadaraya.engine.grid`): the working-memory budget bounds the
 temporaries whatever the image's size. ``C`` and the log-weight are computed
 in float64 from gradients scaled into range, so images anywhere in their
 dtype's range give finite kernels.
@@ -41,9 +41,7 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ..engine._grid import peak_exponent, scale_pow2
-from ..engine._grid_blocks import Block, run_blocks
-from ..engine._lattice import _pad, window_offsets
+from ..engine.grid import Block, pad, peak_exponent, run_blocks, scale_pow2, window_offsets
 from ..kernels.quadratic import QuadraticKernel, classic_kernel, nlm_kernel
 from ._dask import dask_image, is_dask, map_image
 from ._dask import data_range as data_range_dask
@@ -75,7 +73,7 @@ def _box_sum(x: torch.Tensor, radius: int) -> torch.Tensor:
     """
     if radius == 0:
         return x.clone()
-    p = _pad(x, (radius, radius), "reflect")
+    p = pad(x, (radius, radius), "reflect")
     height, width = x.shape[-2:]
     rows = p[..., 0:height, :].clone()
     for u in range(1, 2 * radius + 1):

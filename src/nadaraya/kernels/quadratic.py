@@ -24,7 +24,7 @@ matrix of key ``j``. Non-local means also takes a noise offset ``tau``
 
 :class:`QuadraticKernel` works on explicit vectors ``t`` through
 :func:`nadaraya.smooth` (any engine), and its blocks drive the grid engine
-(:func:`nadaraya.engine._grid.grid_smooth`), which never forms ``t``: it loops
+(:func:`nadaraya.engine.grid.grid_smooth`), which never forms ``t``: it loops
 over window offsets and computes patch distances by filtering.
 """
 

@@ -11,8 +11,7 @@ import torch
 
 from .._errors import NadarayaError
 from .._validation import as_tensor, check_finite, kind_of, to_caller
-from ..engine import explain, smooth
-from ..engine._dispatch import Explanation
+from ..engine import Explanation, explain, smooth
 from ..kernels import ExpDot, Kernel, Laplacian
 from ..kernels.linear import LinearKernel, SignedKernel
 from ..kernels.similarity import ArgMax, Cosine, Exponential, NegativeDistance, Power

@@ -4,7 +4,7 @@
 is Gaussian Nadaraya-Watson regression of the values on the keys, evaluated
 at the queries, for every (batch, head) at once. The kernel and the mask are
 the library's objects; the sum itself is computed by the engine
-(:func:`nadaraya.engine._batched.smooth_batched`).
+(:func:`nadaraya.engine.batched.smooth_batched`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
-from ..engine._batched import (
+from ..engine.batched import (
     BATCHED_ENGINES,
     EMPTY,
     BatchedResult,

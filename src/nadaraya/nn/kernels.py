@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from .._errors import NadarayaError
-from ..engine._batched import PreparedKernel
+from ..engine.batched import PreparedKernel
 from ..kernels import BoundKernel, Kernel
 from ..kernels.dot import DotScores
 from ..kernels.similarity import unit_rows

@@ -118,7 +118,7 @@ def test_empty_rows_after_the_redo(empty: str) -> None:
 def test_state_holds_means_and_finish_writes_over_them(rng: np.random.Generator) -> None:
     from nadaraya.engine._api import build_job
     from nadaraya.engine._scale import scale_values
-    from nadaraya.engine._unnormalized import finish
+    from nadaraya.engine.unnormalized._engine import finish
 
     x = rng.uniform(0, 6, 120)
     job, _ = build_job(rng.uniform(0, 6, 40), x, 100 * np.sin(x), "gaussian", None, 0.3)

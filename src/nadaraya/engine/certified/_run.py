@@ -37,7 +37,7 @@ def state_of(sums: Sums, dtype: torch.dtype) -> SmoothState:
     """The sums as an engine state in ``dtype``: offset ``log total``, total 1, acc the mean.
 
     Kept in this form so a float32 state neither underflows for tiny totals nor
-    overflows for large ones; :func:`~nadaraya.engine._unnormalized.finish` reads
+    overflows for large ones; :func:`~nadaraya.engine.unnormalized._engine.finish` reads
     means and sums from it as from any engine's state.
     """
     total = sums.total

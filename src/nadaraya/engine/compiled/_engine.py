@@ -29,8 +29,8 @@ from ...kernels import ExpDot, Gaussian, Laplacian, ProductKernel
 from ...masks import LeaveOneOut
 from .._job import Job, exp_floor
 from .._state import SmoothState
-from .._streamed import StreamedEngine
 from .._threads import map_blocks
+from ..streamed import StreamedEngine
 from . import _library
 
 __all__ = ["MAX_FEATURES", "MAX_VALUES", "CompiledEngine"]

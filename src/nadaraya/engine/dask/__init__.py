@@ -18,7 +18,7 @@ from ..._config import get_config
 from ..._errors import NadarayaError
 from ...masks import get_mask
 from .._dispatch import Explanation
-from .._unnormalized import is_signed
+from ..unnormalized import is_signed
 from ._detect import any_dask, import_dask, is_dask
 from ._graph import Graph
 from ._inputs import prepare_inputs

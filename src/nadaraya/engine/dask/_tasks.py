@@ -27,7 +27,7 @@ from .._empty import _NO_WEIGHT, _describe
 from .._job import Job
 from .._scale import times_power_of_two
 from .._state import SmoothState
-from .._unnormalized import SignedState, finish, is_signed
+from ..unnormalized import SignedState, finish, is_signed
 from ._masks import localize
 from ._partial import Partial, exponents, value_range
 

@@ -28,12 +28,12 @@ import threading
 
 import torch
 
-from .._config import block_elements, get_config
-from ..masks import Visibility
-from ._job import Job, exp_floor
-from ._products import RowSums, augmented_values
-from ._state import SmoothState
-from ._threads import map_blocks
+from ..._config import block_elements, get_config
+from ...masks import Visibility
+from .._job import Job, exp_floor
+from .._products import RowSums, augmented_values
+from .._state import SmoothState
+from .._threads import map_blocks
 
 __all__ = ["StreamedEngine", "dot_form_tolerance"]
 

@@ -5,8 +5,8 @@ the value block is Euclidean (``L y`` with ``L^T L = Q_v``), factors the patch
 weights, pads every per-key array once (so that each offset's view of each
 tile is a plain slice), splits the offsets into the centre, symmetric pairs
 ``(o, -o)`` and singles, and, on the grouped path, groups them by all but
-their last coordinate (:mod:`nadaraya.engine._grid_group`). The result is a
-:class:`Plan`, read by the tiles (:mod:`nadaraya.engine._grid_tile`).
+their last coordinate (:mod:`nadaraya.engine.grid._group`). The result is a
+:class:`Plan`, read by the tiles (:mod:`nadaraya.engine.grid._tile`).
 
 Range: the padded values are multiplied by ``2^-k`` and the guide by
 ``2^-g``, powers of two that bring their largest magnitudes into
@@ -27,11 +27,11 @@ from typing import Any
 
 import torch
 
-from .._errors import NadarayaError
-from ..kernels.quadratic import QuadraticKernel
-from ._grid_group import Group, _groups, _window_max
-from ._job import exp_floor
-from ._lattice import _pad, _separable, monomials
+from ..._errors import NadarayaError
+from ...kernels.quadratic import QuadraticKernel
+from .._job import exp_floor
+from ._grouping import Group, _groups, _window_max
+from ._lattice import _separable, monomials, pad
 
 __all__ = ["Plan", "peak_exponent", "scale_pow2"]
 
@@ -204,7 +204,7 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
 
     mode = border
     value_exp = peak_exponent(values)
-    vals = _pad(values, pads, mode)
+    vals = pad(values, pads, mode)
     vals = scale_pow2(vals, -value_exp, inplace=vals is not values)
     gd = None
     guide_scale = 1.0
@@ -214,7 +214,7 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
         if guide is None:
             source, gexp = vals, value_exp
         else:
-            source = _pad(g.to(dtype=dtype, device=device), pads, mode)
+            source = pad(g.to(dtype=dtype, device=device), pads, mode)
             gexp = peak_exponent(source)
             source = scale_pow2(source, -gexp, inplace=source is not g)
         # |L y 2^-g| <= sqrt(c): differences and squares stay in range, and the
@@ -235,11 +235,11 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
         widths = tuple(p for p in reversed(pads) for _ in (0, 1))
         valid = torch.nn.functional.pad(valid.to(torch.uint8), widths).to(torch.bool)
     elif valid is not None:
-        valid = _pad(valid, pads, mode)
+        valid = pad(valid, pads, mode)
     if logw is not None:
-        logw = _pad(logw, pads, mode)
+        logw = pad(logw, pads, mode)
     if field is not None:
-        field = _pad(field, pads, mode)
+        field = pad(field, pads, mode)
     shift = None
     if key_shift is not None:
         if tuple(key_shift.shape) != (d, *shape):
@@ -247,7 +247,7 @@ def _plan(values: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
                 f"key_shift must have shape (d, *grid_shape) = {(d, *shape)}; "
                 f"got {tuple(key_shift.shape)}."
             )
-        shift = _pad(key_shift.to(dtype=dtype, device=device), pads, mode)
+        shift = pad(key_shift.to(dtype=dtype, device=device), pads, mode)
     value_low, value_high = _value_range(vals, valid, pads, offs, shape)
     counts = None
     if degree == 0 and valid is not None:

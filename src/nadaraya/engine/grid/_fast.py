@@ -2,7 +2,7 @@
 
 Per offset ``o``, ``acc += scale w v(q + o)`` and ``total += scale w`` over
 a tile of queries, with ``w`` the pair weight of
-:meth:`~nadaraya.engine._grid_tile.Tile.pair_weight` (one array serving the
+:meth:`~nadaraya.engine.grid._tile.Tile.pair_weight` (one array serving the
 offsets ``o`` and ``-o``) and ``scale = exp(-o^T Q_x o)`` when the position
 block is kept out of the arrays (else 1). The bilateral filter and non-local
 means run here.
@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from ._grid_tile import Tile
+from ._tile import Tile
 
 __all__: list[str] = []
 
@@ -33,7 +31,7 @@ _PARTIAL = 16
 def _run_fast(tile: Tile) -> None:
     """The fast path's loop: per offset, ``acc += scale w v(q + o)`` and ``total += scale w``.
 
-    The same as :meth:`~nadaraya.engine._grid_tile.Tile.fold` on the fast path, with each
+    The same as :meth:`~nadaraya.engine.grid._tile.Tile.fold` on the fast path, with each
     view made by one ``as_strided`` call (the loop runs once per offset and tile: its Python
     cost is a fixed price per offset).
     """

@@ -8,7 +8,7 @@ holds what it needs about the lattice itself, independent of any kernel:
 * :func:`monomials` and :func:`power`, the exponents ``a`` of the
   displacement moments ``D^a`` and their value ``o^a`` at an offset;
 * :func:`window`, the view of a block of grid points of an array;
-* ``_pad``, padding of the trailing (grid) axes by ``"reflect"``,
+* ``pad``, padding of the trailing (grid) axes by ``"reflect"``,
   ``"symmetric"``, ``"edge"`` or ``"wrap"``, and ``_separable``, the
   factorization of patch weights ``g = g_0 (x) g_1 (x) ...``.
 """
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 import torch
 
-from .._errors import NadarayaError
+from ..._errors import NadarayaError
 
-__all__ = ["monomials", "power", "window", "window_offsets"]
+__all__ = ["monomials", "pad", "power", "window", "window_offsets"]
 
 
 def window_offsets(radius: int | Sequence[int], ndim: int = 2, shape: str = "square",
@@ -107,7 +107,7 @@ def _pad_index(n: int, before: int, after: int, mode: str, device: torch.device)
     return i.remainder(n)  # wrap
 
 
-def _pad(x: torch.Tensor, pads: Sequence[int], mode: str) -> torch.Tensor:
+def pad(x: torch.Tensor, pads: Sequence[int], mode: str) -> torch.Tensor:
     """Pad the trailing ``len(pads)`` axes of ``x`` by ``pads[k]`` on both sides.
 
     The interior is one copy; each axis's margins are then read from the

@@ -22,14 +22,14 @@ from typing import Any
 
 import torch
 
-from .._config import block_elements, get_config
-from .._errors import NadarayaError
-from ..masks import Visibility
-from ._empty import _NO_WEIGHT, _describe, _nearest, apply_empty_policy
-from ._job import Job
-from ._products import WIDE, RowSums, augmented_values
-from ._scale import times_exp, times_power_of_two
-from ._state import MeanState, SmoothState
+from ..._config import block_elements, get_config
+from ..._errors import NadarayaError
+from ...masks import Visibility
+from .._empty import _NO_WEIGHT, _describe, _nearest, apply_empty_policy
+from .._job import Job
+from .._products import WIDE, RowSums, augmented_values
+from .._scale import times_exp, times_power_of_two
+from .._state import MeanState, SmoothState
 
 __all__ = [
     "SignedState",

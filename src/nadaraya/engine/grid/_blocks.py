@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._config import config_context, get_config
+from ..._config import config_context, get_config
 from ._lattice import _pad_index
 
 __all__ = ["BLOCK_SHARE", "Block", "blocks", "run_blocks"]

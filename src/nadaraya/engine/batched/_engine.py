@@ -7,7 +7,7 @@ mask. Three ways to compute it, chosen automatically and explained:
   kernel's dot form, when that form is exact (the exp-dot kernel; the
   Gaussian through its key bias when rounding allows; products of these).
 * ``streamed``: the memory-bounded differentiable block pass
-  (:func:`~nadaraya.engine._autograd.smooth_blocks`), for every kernel and mask.
+  (:func:`~nadaraya.engine.autograd.smooth_blocks`), for every kernel and mask.
 * ``dense``: the weights materialised, for callers who asked for them.
 
 Half precisions (float16, bfloat16) run through the fused kernel in their own
@@ -28,20 +28,14 @@ from typing import Any
 
 import torch
 
-from .._config import get_config
-from .._errors import NadarayaError
-from ..masks import Causal, Mask
-from ._autograd import (
-    Block,
-    BlockMask,
-    _value_frame,
-    gradient_unit,
-    rescaled_gradient,
-    smooth_blocks,
-)
-from ._streamed import dot_form_tolerance
+from ..._config import get_config
+from ..._errors import NadarayaError
+from ...masks import Causal, Mask
+from ..autograd import BlockMask, gradient_unit, rescaled_gradient, smooth_blocks
+from ..autograd._problem import Block, _value_frame
+from ..streamed import dot_form_tolerance
 
-__all__ = ["BATCHED_ENGINES", "BatchedResult", "PreparedKernel", "accumulation_dtype",
+__all__ = ["BATCHED_ENGINES", "EMPTY", "BatchedResult", "PreparedKernel", "accumulation_dtype",
            "smooth_batched", "wider_dtype"]
 
 BATCHED_ENGINES = ("fused", "streamed", "dense")
@@ -282,12 +276,12 @@ class _DenseSmooth(torch.autograd.Function):
     weights when not ``log_domain``) into ``w``, drops some of them in
     training, and sums the values as the streamed pass does: ``(v - c) / S``,
     centred and divided by a power of two
-    (:func:`~nadaraya.engine._autograd._value_frame`). The backward forms the
+    (:func:`~nadaraya.engine.autograd._problem._value_frame`). The backward forms the
     scores' gradient in the same frame,
     ``dS = w * (g . (v_j - out_i)) = w * (g . (vs_j - frame_i)) * S``: no
     ``g @ v.mT`` overflow for values near the dtype's largest number, nor
     cancellation of their common offset. It returns ``dS`` in units of ``S``
-    (``unit``, :func:`~nadaraya.engine._autograd.gradient_unit`), which
+    (``unit``, :func:`~nadaraya.engine.autograd.gradient_unit`), which
     :class:`_Rescaled` multiplies back after the kernel's own backward:
     products of a huge ``dS`` and the coordinates would overflow there (and
     cancel to NaN), those of a tiny one underflow.

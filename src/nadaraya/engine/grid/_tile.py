@@ -1,15 +1,14 @@
 """The grid engine's inner loop: one tile of queries, the offsets folded in.
 
-See :mod:`nadaraya.engine._grid` for the method. A
-:class:`~nadaraya.engine._grid_plan.Plan` holds the padded inputs; a
+See :mod:`nadaraya.engine.grid._smooth` for the method. A
+:class:`~nadaraya.engine.grid._plan.Plan` holds the padded inputs; a
 :class:`Tile` accumulates the online log-sum-exp state of one block of rows,
 either in the bounded pass (a fixed offset, the kernel's upper bound, or per
 query the window's largest log-weight on the grouped path) or in the exact
 pass (a running maximum per query). Here the offsets are folded one at a
-time (:meth:`Tile.fold`); the fast path's loop is in
-:mod:`nadaraya.engine._grid_fast` and the grouped path's in
-:mod:`nadaraya.engine._grid_group`. Work arrays are kept per tile and reused
-from offset to offset.
+time (:meth:`Tile.fold`); :mod:`._run` chooses between that, the fast
+path's loop (:mod:`._fast`) and the grouped path's (:mod:`._group`). Work
+arrays are kept per tile and reused from offset to offset.
 
 The accumulators are of the plan's ``acc_dtype`` (float64 for float32
 values): the fast path sums a few offsets in the values' dtype and adds
@@ -28,13 +27,11 @@ from typing import Any
 
 import torch
 
-from ._grid_fast import _run_fast
-from ._grid_group import fold_group
-from ._grid_plan import Plan, scale_pow2
-from ._job import exp_floor
+from .._job import exp_floor
 from ._lattice import power, window
+from ._plan import Plan, scale_pow2
 
-__all__ = ["Tile", "run_tile", "weak"]
+__all__ = ["Tile"]
 
 
 Scratch = Callable[[str, Sequence[int]], torch.Tensor]
@@ -207,7 +204,7 @@ class Tile:
     def fold(self, score: torch.Tensor | None, o: Sequence[int], at: Sequence[int]) -> None:
         """Add the keys ``q + o``; their pair score is ``score`` read at ``q + at``.
 
-        The general path (the fast path's loop is :func:`~nadaraya.engine._grid_fast._run_fast`).
+        The general path (the fast path's loop is :func:`~nadaraya.engine.grid._fast._run_fast`).
         """
         plan = self.plan
         dt, dev = plan.values.dtype, plan.values.device
@@ -337,56 +334,3 @@ def _monomial(delta: list[torch.Tensor], a: Sequence[int]) -> torch.Tensor:
         for _ in range(e):
             out = delta[k].clone() if out is None else out.mul_(delta[k])
     return out
-
-
-def run_tile(plan: Plan, rows: tuple[int, int], exact: bool,
-             scratch: dict[Any, torch.Tensor] | None = None) -> Tile:
-    """Fold every offset into the state of the queries in ``rows``.
-
-    ``scratch``: work arrays to share with other tiles.
-    """
-    tile = Tile(plan, rows, exact, scratch)
-    if tile.grouped:
-        for group in plan.groups or []:
-            fold_group(tile, group)
-        return tile
-    if tile.fast:
-        _run_fast(tile)
-        return tile
-    pair = tile.pair_score
-    zero = (0,) * plan.ndim
-    if plan.zero:
-        tile.fold(pair(zero), zero, zero)
-    for o in plan.pairs:
-        score = pair(o)
-        tile.fold(score, o, zero)
-        neg = tuple(-v for v in o)
-        tile.fold(score, neg, neg)  # the pair (x, x - o) is the pair (x - o, x)
-    for o in plan.singles:
-        tile.fold(pair(o), o, zero)
-    return tile
-
-
-def weak(plan: Plan, tile: Tile, n_keys: int) -> torch.Tensor | None:
-    """The queries whose total is too small for the fixed offset to be exact, bool
-    ``(*tile_shape)``, or None when there are none.
-
-    A query without a key in its window (hidden keys, the window outside the
-    grid) is empty whatever the offset and is not weak. The exact pass
-    replaces the weak queries only, so that a query's arithmetic does not
-    depend on the others of its tile.
-    """
-    dtype = plan.values.dtype
-    limit = math.exp(exp_floor(dtype) + math.log(max(n_keys, 1))
-                     - math.log(torch.finfo(dtype).eps) + 5.0)
-    low = tile.total <= limit
-    if not bool(low.any()):
-        return None
-    if plan.valid is not None:
-        zero = (0,) * plan.ndim
-        has = torch.zeros_like(low)
-        for o in [*([zero] if plan.zero else []), *plan.pairs,
-                  *(tuple(-v for v in o) for o in plan.pairs), *plan.singles]:
-            has |= tile.key_view(plan.valid, o)
-        low &= has
-    return low if bool(low.any()) else None

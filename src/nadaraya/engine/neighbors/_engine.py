@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._config import get_config
-from ..kernels import BoundKernel, ProductKernel
-from ..masks import And, BoundMask, Candidates, Mask, MatrixMask, Radius
-from ._job import Job
-from ._products import WIDE
-from ._state import SmoothState
-from ._threads import map_blocks, on_worker
+from ..._config import get_config
+from ...kernels import BoundKernel, ProductKernel
+from ...masks import And, BoundMask, Candidates, Mask, MatrixMask, Radius
+from .._job import Job
+from .._products import WIDE
+from .._state import SmoothState
+from .._threads import map_blocks, on_worker
 
 __all__ = ["MAX_PAIR_FRACTION", "NeighborsEngine"]
 
@@ -473,7 +473,7 @@ class NeighborsEngine:
     def run(self, job: Job) -> SmoothState:
         why = self.refuse(job)
         if why is not None:
-            from .._errors import NadarayaError
+            from ..._errors import NadarayaError
 
             raise NadarayaError(f"engine 'neighbors' cannot run this problem: {why}.")
         plan = _plan(job)

@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 import torch.nn.functional as F
 
-from .._config import block_elements, get_config
-from ..masks import Causal, Visibility
-from ._job import Job
-from ._products import WIDE
-from ._state import SmoothState
-from ._streamed import dot_form_tolerance
-from ._threads import map_blocks
+from ..._config import block_elements, get_config
+from ...masks import Causal, Visibility
+from .._job import Job
+from .._products import WIDE
+from .._state import SmoothState
+from .._threads import map_blocks
+from ..streamed import dot_form_tolerance
 
 __all__ = ["FusedEngine"]
 

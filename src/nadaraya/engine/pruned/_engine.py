@@ -39,14 +39,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._config import get_config
-from ..kernels import BoundKernel, RadialKernel
-from ._job import Job, exp_floor
-from ._products import RowSums, augmented_values
-from ._state import SmoothState
-from ._streamed import StreamedEngine, _Scorer
-from ._threads import map_blocks
-from .compiled import CompiledEngine
+from ..._config import get_config
+from ...kernels import BoundKernel, RadialKernel
+from .._job import Job, exp_floor
+from .._products import RowSums, augmented_values
+from .._state import SmoothState
+from .._threads import map_blocks
+from ..compiled import CompiledEngine
+from ..streamed._engine import StreamedEngine, _Scorer
 
 __all__ = ["MAX_SHARE_BESIDE_COMPILED", "MAX_VISITED_SHARE", "PRUNE_TOLERANCE", "PrunedEngine"]
 

@@ -17,7 +17,7 @@ so a patch distance costs a few additions per pixel whatever the patch size.
 ``r^2`` of the pair ``(x, x + o)`` is that of ``(x + o, x)``: one filtered
 array serves the offsets ``o`` and ``-o``.
 
-The reduction is the engine's :class:`~nadaraya.engine._state.SmoothState`:
+The reduction is the engine's :class:`~nadaraya.engine.SmoothState`:
 a bounded pass with the kernel's upper bound as offset (exact when the
 centre pixel is a key: its weight is the maximum), and the running-maximum
 pass for tiles where that bound leaves too little weight. The image is
@@ -47,11 +47,12 @@ one matrix product with the monomials' coefficients. Each query's offset is
 then the largest log-weight in its window (every weight at most 1, the
 centre's at least ``exp`` of its own log-weight minus that bound).
 
-The pieces: :mod:`~nadaraya.engine._lattice` (offsets, monomials, padding),
-:mod:`~nadaraya.engine._grid_plan` (the padded inputs and the offsets'
-schedule), :mod:`~nadaraya.engine._grid_tile` (one tile, offset by offset),
-:mod:`~nadaraya.engine._grid_fast` (its loop without moments or per-key
-weights) and :mod:`~nadaraya.engine._grid_group` (the grouped path).
+The pieces: :mod:`._lattice` (offsets, monomials, padding), :mod:`._plan`
+(the padded inputs and the offsets' schedule, with the offset groups of
+:mod:`._grouping`), :mod:`._tile` (one tile, offset by offset),
+:mod:`._run` (which path a tile takes), :mod:`._fast` (the loop without
+moments or per-key weights) and :mod:`._group` (the grouped path);
+:mod:`._blocks` cuts images larger than the working memory into blocks.
 """
 
 from __future__ import annotations
@@ -60,16 +61,15 @@ from typing import Any
 
 import torch
 
-from .._config import get_config
-from .._errors import NadarayaError
-from ..kernels.quadratic import QuadraticKernel
-from ._grid_plan import Plan, _plan, peak_exponent, scale_pow2
-from ._grid_tile import run_tile, weak
-from ._lattice import monomials, window_offsets
-from ._state import SmoothState
+from ..._config import get_config
+from ..._errors import NadarayaError
+from ...kernels.quadratic import QuadraticKernel
+from .._state import SmoothState
+from ._lattice import window_offsets
+from ._plan import Plan, _plan
+from ._run import run_tile, weak
 
-__all__ = ["BORDERS", "grid_smooth", "monomials", "peak_exponent", "scale_pow2",
-           "window_offsets"]
+__all__ = ["BORDERS", "grid_smooth"]
 
 BORDERS = ("reflect", "symmetric", "edge", "wrap")
 
@@ -202,7 +202,7 @@ def grid_smooth(
     Examples
     --------
     >>> import torch
-    >>> from nadaraya.engine._grid import grid_smooth
+    >>> from nadaraya.engine.grid._smooth import grid_smooth
     >>> from nadaraya.kernels.quadratic import bilateral_kernel
     >>> img = torch.rand(1, 32, 32, dtype=torch.float64)
     >>> state = grid_smooth(img, bilateral_kernel(2.0, 0.1), 3)

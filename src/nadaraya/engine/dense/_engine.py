@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from .._config import block_elements
-from ._job import Job
-from ._products import weighted_sum
-from ._state import SmoothState
+from ..._config import block_elements
+from .._job import Job
+from .._products import weighted_sum
+from .._state import SmoothState
 
 __all__ = ["DenseEngine", "dense_weights"]
 
