@@ -41,10 +41,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from nadaraya.engine.batched._engine import PreparedKernel
+from nadaraya.kernels import Kernel, PreparedKernel, get_attention_kernel
 from nadaraya.nn import KernelAttention
 from nadaraya.nn.functional import kernel_attention
-from nadaraya.nn.kernels import AttentionKernel, get_attention_kernel
 
 from ._inputs import as_float64, assert_like_float64, call
 
@@ -155,7 +154,7 @@ def problems(draw: st.DrawFn, dtype: torch.dtype | None = None) -> dict:
     return {"q": q, "k": k, "v": v, "kernel": kernel, "E": E, "mask": mask, "dtype": dtype}
 
 
-class _Rounded(AttentionKernel):
+class _Rounded(Kernel):
     """A kernel whose every score (or weight) and its derivative is rounded once, at random.
 
     The value becomes ``s (1 + eps u) + eps u`` in the log domain (``w (1 +
@@ -167,7 +166,9 @@ class _Rounded(AttentionKernel):
     0`` exact). For the dense engine, which scores all pairs at once.
     """
 
-    def __init__(self, inner: AttentionKernel, eps: float, seed: int) -> None:
+    batched = True
+
+    def __init__(self, inner: Kernel, eps: float, seed: int) -> None:
         super().__init__()
         self.inner, self.eps, self.seed = inner, eps, seed
         self.log_domain = inner.log_domain  # type: ignore[misc]

@@ -206,7 +206,11 @@ def test_learnable_scale_starts_at_the_default(rng):
     x = _t(rng, 2, 2, 6, 4)
     fixed = kernel_attention(x, x, x, "rbf")
     attn = KernelAttention(8, 2, "rbf", learn_scale=True)
-    s = attn.kernel.scale(4, x)
+    # the rbf kernel's scale s is the bandwidth h = s ** -0.5 (attention's default, None),
+    # times the learned factor, one per head, which starts at one
+    assert attn.kernel.bandwidth is None
+    factor = torch.nn.functional.softplus(attn.kernel.raw_scale)
+    s = (math.sqrt(math.sqrt(4)) * factor[:, None, None]) ** -2
     torch.testing.assert_close(s, torch.full((2, 1, 1), 1 / math.sqrt(4)))
     torch.testing.assert_close(kernel_attention(x, x, x, attn.kernel), fixed)
 

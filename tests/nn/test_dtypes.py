@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from nadaraya.kernels import get_attention_kernel
 from nadaraya.masks import Window
 from nadaraya.nn import KernelAttention
 from nadaraya.nn.functional import attention_weights, kernel_attention
-from nadaraya.nn.kernels import get_attention_kernel
 
 KERNELS = ["softmax", "rbf", "laplacian", "polynomial", "linear", "cosine", "product"]
 HALF = [torch.float16, torch.bfloat16]

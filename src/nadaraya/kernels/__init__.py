@@ -5,6 +5,14 @@ Accepted by name in :func:`nadaraya.smooth`: ``"gaussian"``, ``"laplacian"``,
 ``"cauchy"``, ``"softmax"``,
 and the signed ``"linear"`` (``q^T M k``, summed in the weight domain).
 Kernels on different feature columns multiply into one kernel (``k1 * k2``).
+
+One class per formula serves every face: each kernel is a
+:class:`torch.nn.Module` (its scale can train, ``learnable=True``), follows
+scikit-learn's ``get_params``/``set_params`` (so ``GridSearchCV`` tunes
+``kernel__bandwidth``), binds 2-D points for :func:`nadaraya.smooth` and
+prepares batched ``(..., L, E)`` points for attention
+(:class:`PreparedKernel`). Attention's names (``"rbf"``, ``"softmax"``...)
+with SDPA's ``scale`` are translated by :func:`get_attention_kernel`.
 """
 
 from __future__ import annotations
@@ -13,9 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import NadarayaError
+from ._attention import ATTENTION_NAMES, get_attention_kernel
 from ._base import BoundKernel, Kernel, ProductKernel, SumKernel
+from ._prepared import PreparedKernel
 from .custom import CallableKernel
-from .dot import ExpDot
+from .dot import ExpDot, Polynomial
 from .linear import LinearKernel, SignedKernel
 from .quadratic import QuadraticKernel
 from .radial import (
@@ -29,19 +39,25 @@ from .radial import (
     Tricube,
     Uniform,
 )
+from .similarity import Cosine, Exponential
 
 __all__ = [
+    "ATTENTION_NAMES",
     "BoundKernel",
     "CallableKernel",
     "Cauchy",
+    "Cosine",
     "Epanechnikov",
     "ExpDot",
+    "Exponential",
     "Gaussian",
     "Kernel",
     "Laplacian",
     "LinearKernel",
     "Matern32",
     "Matern52",
+    "Polynomial",
+    "PreparedKernel",
     "ProductKernel",
     "QuadraticKernel",
     "RadialKernel",
@@ -49,6 +65,7 @@ __all__ = [
     "SumKernel",
     "Tricube",
     "Uniform",
+    "get_attention_kernel",
     "get_kernel",
 ]
 

@@ -1,4 +1,10 @@
-"""The exponentiated dot product: softmax attention's kernel."""
+"""The dot-product family: exp-dot (softmax attention's kernel) and the polynomial.
+
+The cosine kernel ``exp(s cos(q, k))`` is
+``Exponential(Cosine(), beta)`` and the linear one ``s q.k`` is
+:class:`~nadaraya.kernels.LinearKernel` (see :mod:`nadaraya.kernels.similarity`
+and :mod:`nadaraya.kernels.linear`).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,26 @@ import torch
 
 from .._errors import NadarayaError
 from ._base import BoundKernel, Kernel
+from ._prepared import PreparedKernel
+from .linear import SignedKernel
 
-__all__ = ["DotScores", "ExpDot"]
+__all__ = ["DotScores", "ExpDot", "Polynomial"]
+
+
+def check_scale(scale: Any, name: str = "scale") -> None:
+    """Refuse a scale that is not None, a positive finite number or a tensor."""
+    if scale is not None and not isinstance(scale, torch.Tensor):
+        if isinstance(scale, bool) or not (isinstance(scale, int | float)
+                                           and math.isfinite(scale) and scale > 0):
+            raise NadarayaError(
+                f"{name} must be a positive finite number; got {scale!r}. For a trainable "
+                "scale pass learnable=True (it is stored behind a positive transform)."
+            )
+
+
+def dot(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``q @ k^T`` of batched points ``(..., m, e)`` and ``(..., n, e)``."""
+    return q @ k.mT
 
 
 class DotScores:
@@ -52,23 +76,31 @@ class ExpDot(DotScores, Kernel):
     """
 
     name = "softmax"
+    batched = True
 
-    def __init__(self, scale: Any = None) -> None:
-        if scale is not None and not isinstance(scale, torch.Tensor):
-            if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
-                raise NadarayaError(f"scale must be a positive finite number; got {scale!r}.")
+    def __init__(self, scale: Any = None, *, learnable: bool = False,
+                 heads: int | None = None) -> None:
+        check_scale(scale)
         self.scale = scale
+        self._learn(learnable, heads)
 
-    def _scale(self, d: int) -> Any:
-        return 1.0 / math.sqrt(max(d, 1)) if self.scale is None else self.scale
+    def _scale(self, d: int, like: torch.Tensor | None = None) -> Any:
+        s = 1.0 / math.sqrt(max(d, 1)) if self.scale is None else self.scale
+        factor = None if like is None else self._factor(like)
+        return s if factor is None else s * factor
 
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return q * self._scale(q.shape[1]), k
+        return q * self._scale(q.shape[-1], q), k
+
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        qs, ks = self._prepare(q, k)
+        return PreparedKernel(qs, ks, dot, dot=(qs, ks), dot_error=0.0, is_dot=True,
+                              name=self.name)
 
     def _block(self, q: torch.Tensor, k: torch.Tensor,
                out: torch.Tensor | None = None) -> torch.Tensor:
         if out is None or q.requires_grad or k.requires_grad:
-            return q @ k.T
+            return dot(q, k)
         return torch.mm(q, k.T, out=out)
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -76,3 +108,87 @@ class ExpDot(DotScores, Kernel):
 
     def _params(self) -> str:
         return "" if self.scale is None else f"scale={self.scale!r}"
+
+
+class Polynomial(SignedKernel):
+    """``K(q, k) = (s q.k + c) ** degree``: a weight, not an exponential.
+
+    Tsai et al. (2019) use it as an attention kernel (degree 2). An even
+    degree keeps the weights non-negative: then it has a log-weight and may
+    be a factor of a product with exponential kernels in attention.
+
+    Parameters
+    ----------
+    degree : int, default 2
+    offset : float, default 0.0
+        The constant ``c >= 0``.
+    scale : float, optional
+        ``s``; ``1 / sqrt(n_features)`` when None (SDPA's default).
+    learnable, heads
+        Train ``s`` (``s * softplus(raw_scale)``), one per head with ``heads``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nadaraya.kernels import Polynomial
+    >>> q = torch.ones(1, 1, 4)
+    >>> float(Polynomial(2, 1.0, scale=0.5).scores(q, q)[0, 0, 0])
+    9.0
+    """
+
+    name = "polynomial"
+    batched = True
+
+    def __init__(self, degree: int = 2, offset: float = 0.0, *, scale: Any = None,
+                 learnable: bool = False, heads: int | None = None) -> None:
+        if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+            raise NadarayaError(f"degree must be a positive integer; got {degree!r}.")
+        if not (isinstance(offset, int | float) and math.isfinite(offset) and offset >= 0):
+            raise NadarayaError(f"offset must be a finite number >= 0; got {offset!r}.")
+        check_scale(scale)
+        self.degree = degree
+        self.offset = float(offset)
+        self.scale = scale
+        self._learn(learnable, heads)
+
+    @property
+    def positive(self) -> bool:
+        """Whether every weight is >= 0 (an even degree), so that it has a log-weight."""
+        return self.degree % 2 == 0
+
+    def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s: Any = 1.0 / math.sqrt(max(q.shape[-1], 1)) if self.scale is None else self.scale
+        factor = self._factor(q)
+        if factor is not None:
+            s = s * factor
+        root = torch.sqrt(s) if isinstance(s, torch.Tensor) else math.sqrt(s)
+        qs, ks = q * root, k * root
+        if self.offset > 0:
+            c = math.sqrt(self.offset)
+            qs = torch.cat([qs, qs.new_full((*qs.shape[:-1], 1), c)], -1)
+            ks = torch.cat([ks, ks.new_full((*ks.shape[:-1], 1), c)], -1)
+        return qs, ks
+
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        qs, ks = self._prepare(q, k)
+        return PreparedKernel(qs, ks, self._weights_block, log_domain=False, homogeneous=True,
+                              name=self.name)
+
+    def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return dot(q, k).pow(self.degree)
+
+    def _weights_pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return (k * q[:, None, :]).sum(-1).pow(self.degree)
+
+    def _log_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """``degree log|q.k|`` (even degrees), the weight 0 of ``q.k = 0`` as ``tiny^degree``."""
+        d = dot(q, k).abs()
+        return self.degree * torch.log(d.clamp(min=torch.finfo(d.dtype).tiny))
+
+    def _params(self) -> str:
+        parts = [f"degree={self.degree}"]
+        if self.offset:
+            parts.append(f"offset={self.offset:g}")
+        if self.scale is not None:
+            parts.append(f"scale={self.scale!r}")
+        return ", ".join(parts)

@@ -20,6 +20,7 @@ import torch
 
 from .._errors import NadarayaError
 from ._base import Kernel
+from ._prepared import PreparedKernel
 
 __all__ = ["LinearKernel", "SignedKernel"]
 
@@ -35,6 +36,7 @@ class SignedKernel(Kernel):
     """
 
     signed = True
+    log_domain = False
 
     def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """Weights ``K`` ``(mb, nb)`` of prepared queries ``(mb, e)`` and keys ``(nb, e)``."""
@@ -100,6 +102,13 @@ class LinearKernel(SignedKernel):
         ``K(q, k) = 1 / n + (q - c)^T M (k - c)`` (with ``"whitened"``, ``M``
         is computed from the centred keys). This is the hat matrix of least
         squares with an intercept; its rows sum to one.
+    scale : float, optional
+        A factor ``s`` of the weights, ``s q^T M k`` (1 when None). It cancels
+        in the normalisation; it is there to train (``learnable``), as the
+        scale of attention's linear kernel (Tsai et al.), one per head with
+        ``heads``.
+    learnable, heads
+        Train ``s`` (``s * softplus(raw_scale)``), one per head with ``heads``.
 
     Notes
     -----
@@ -122,7 +131,11 @@ class LinearKernel(SignedKernel):
 
     name = "linear"
 
-    def __init__(self, metric: Any = None, *, intercept: bool = False) -> None:
+    def __init__(self, metric: Any = None, *, intercept: bool = False, scale: Any = None,
+                 learnable: bool = False, heads: int | None = None) -> None:
+        from .dot import check_scale
+
+        check_scale(scale)
         if metric is None or (isinstance(metric, str) and metric.lower() == "identity"):
             metric = "identity"
         elif isinstance(metric, str):
@@ -146,6 +159,25 @@ class LinearKernel(SignedKernel):
             raise NadarayaError(f"intercept must be True or False; got {intercept!r}.")
         self.metric = metric
         self.intercept = bool(intercept)
+        self.scale = scale
+        self._learn(learnable, heads)
+
+    @property
+    def batched(self) -> bool:  # type: ignore[override]
+        return isinstance(self.metric, str) and self.metric == "identity" and not self.intercept
+
+    def _scaled(self, q: torch.Tensor) -> torch.Tensor:
+        factor = self._factor(q)
+        if self.scale is not None:
+            q = q * self.scale
+        return q if factor is None else q * factor
+
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        if not self.batched:
+            return super()._prepared(q, k)
+        qs = self._scaled(q)
+        return PreparedKernel(qs, k, self._weights_block, log_domain=False, is_dot=True,
+                              homogeneous=True, name=self.name)
 
     def _matrix(self, like: torch.Tensor) -> torch.Tensor:
         m = self.metric
@@ -174,6 +206,7 @@ class LinearKernel(SignedKernel):
             qp, kp = q @ w, k @ w
         else:
             qp, kp = q @ self._matrix(q), k
+        qp = self._scaled(qp)
         if self.intercept:
             # 1/n as one more coordinate: q'.k' = 1/n + (q - c)^T M (k - c)
             c = 1.0 / np.sqrt(max(n, 1))
@@ -182,7 +215,7 @@ class LinearKernel(SignedKernel):
         return qp, kp
 
     def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return q @ k.T
+        return q @ k.mT
 
     def _weights_pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return (k * q[:, None, :]).sum(-1)
@@ -192,4 +225,6 @@ class LinearKernel(SignedKernel):
         parts = [] if m == "identity" else [repr(m) if isinstance(self.metric, str) else "M"]
         if self.intercept:
             parts.append("intercept=True")
+        if self.scale is not None:
+            parts.append(f"scale={self.scale!r}")
         return ", ".join(parts)

@@ -3,6 +3,16 @@
 The bandwidth ``h`` is a scalar (``L = I / h``), a per-feature vector
 (``L = diag(1 / h)``) or, through ``metric=``, a full matrix ``L``. The
 Gaussian is ``exp(-r^2 / 2)``, so a scalar ``h`` is its standard deviation.
+
+Defaults differ by face, and say so: ``bandwidth=1.0`` (the default) is the
+statistician's unit bandwidth; ``bandwidth=None`` is attention's default,
+``h = E ** 0.25`` for ``E`` features, i.e. SDPA's scale ``s = h ** -2 =
+1 / sqrt(E)`` (what ``kernel_attention(..., "rbf")`` uses without ``scale``).
+
+Each profile is written once, as a function of the squared distance
+(``profile``) or of the distance (``_of_distance``, for profiles whose
+derivative in ``r`` at zero is not zero); the 2-D engines (:meth:`bind`)
+and the batched form (:meth:`prepare`) both evaluate it.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ import torch
 
 from .._errors import NadarayaError
 from ._base import BoundKernel, Kernel
+from ._distance import distance
+from ._prepared import PreparedKernel
 
 __all__ = [
     "Cauchy",
@@ -34,7 +46,9 @@ _DIRECT_MAX_FEATURES = 4
 
 
 def _as_param(value: Any, name: str) -> torch.Tensor:
-    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value, float))
+    # on the CPU whatever the default device (a model built on the meta device)
+    t = value if isinstance(value, torch.Tensor) else torch.as_tensor(
+        np.asarray(value, float), device="cpu")
     if t.is_complex() or not bool(torch.isfinite(t).all()):
         raise NadarayaError(f"{name} must be finite real numbers; got {value!r}.")
     return t
@@ -45,16 +59,28 @@ class RadialKernel(Kernel):
 
     Parameters
     ----------
-    bandwidth : float, array of shape (n_features,), or torch.Tensor, default 1.0
+    bandwidth : float, array of shape (n_features,), torch.Tensor or None, default 1.0
         Scale of each feature: ``r = ||(q - k) / h||``. A tensor that requires
-        grad trains with the rest of a torch model.
+        grad trains with the rest of a torch model. None: attention's default
+        ``h = n_features ** 0.25`` (SDPA's scale ``1 / sqrt(n_features)``).
     metric : array of shape (n_out, n_features), optional
         A full linear map ``L``: ``r = ||L (q - k)||``. Give either
         ``bandwidth`` or ``metric``, not both.
+    learnable : bool, default False
+        Train the bandwidth: ``h = bandwidth * softplus(raw_scale)`` (``L /
+        softplus(raw_scale)`` with a metric), ``raw_scale`` a parameter
+        starting where the factor is one.
+    heads : int, optional
+        With ``learnable``, one factor per head; inputs are then
+        ``(..., heads, L, E)``.
     """
 
-    def __init__(self, bandwidth: Any = 1.0, *, metric: Any = None) -> None:
-        if metric is not None and bandwidth not in (None, 1.0):
+    batched = True
+
+    def __init__(self, bandwidth: Any = 1.0, *, metric: Any = None, learnable: bool = False,
+                 heads: int | None = None) -> None:
+        if metric is not None and not (bandwidth is None or (
+                not isinstance(bandwidth, torch.Tensor) and bandwidth == 1.0)):
             raise NadarayaError(
                 "give either bandwidth or metric, not both; "
                 "fold the bandwidth into the metric (metric / h)."
@@ -80,6 +106,7 @@ class RadialKernel(Kernel):
                     "metric must be a 2-D matrix L (r = ||L (q - k)||); "
                     f"got shape {tuple(L.shape)}."
                 )
+        self._learn(learnable, heads)
 
     # -- profile -----------------------------------------------------------
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
@@ -88,7 +115,7 @@ class RadialKernel(Kernel):
 
     # -- coordinates ---------------------------------------------------------
     def _check(self, q: torch.Tensor, k: torch.Tensor) -> None:
-        d = q.shape[1]
+        d = q.shape[-1]
         if self.metric is not None:
             L = _as_param(self.metric, "metric")
             if L.shape[1] != d:
@@ -96,13 +123,31 @@ class RadialKernel(Kernel):
                     f"metric (or a 2-D bandwidth, taken as the metric L) must have one column "
                     f"per feature ({d}); got shape {tuple(L.shape)}."
                 )
-        else:
+        elif self.bandwidth is not None:
             h = _as_param(self.bandwidth, "bandwidth")
             if h.ndim == 1 and h.shape[0] not in (1, d):
                 raise NadarayaError(
                     f"bandwidth vector must have one value per feature ({d}); "
                     f"got {h.shape[0]} values."
                 )
+
+    def _scaled(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Centred points ``(..., m, d)`` into kernel coordinates (bandwidth or metric)."""
+        factor = self._factor(q)
+        if self.metric is not None:
+            L = _as_param(self.metric, "metric").to(q)
+            q, k = q @ L.mT, k @ L.mT
+            if factor is not None:
+                q, k = q / factor, k / factor
+            return q, k
+        if self.bandwidth is None:
+            h: Any = torch.tensor(float(max(q.shape[-1], 1)) ** 0.25, dtype=q.dtype,
+                                  device=q.device)
+        else:
+            h = _as_param(self.bandwidth, "bandwidth").to(q)
+        if factor is not None:
+            h = h * factor
+        return q / h, k / h
 
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Centre on the keys' median: distances do not change, and the rounding of a
@@ -112,14 +157,10 @@ class RadialKernel(Kernel):
         if k.shape[0]:
             centre = k.detach().median(dim=0).values
             q, k = q - centre, k - centre
-        if self.metric is not None:
-            L = _as_param(self.metric, "metric").to(q)
-            q, k = q @ L.T, k @ L.T
-            name = "metric"
-        else:
-            h = _as_param(self.bandwidth, "bandwidth").to(q)
-            q, k = q / h, k / h
-            name = "bandwidth"
+        return self._scaled(q, k)
+
+    def _check_prepared(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        name = "metric" if self.metric is not None else "bandwidth"
         for x in (q, k):
             if not bool(torch.isfinite(x.detach()).all()):
                 raise NadarayaError(
@@ -127,7 +168,28 @@ class RadialKernel(Kernel):
                     f"overflow {str(q.dtype).replace('torch.', '')}. Multiply the features "
                     f"and the {name} by one large factor (or compute in float64)."
                 )
-        return q, k
+
+    # -- batched form ----------------------------------------------------------
+    def _centred(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # centre each problem on the middle of its keys' range: distances do not
+        # change, rounding shrinks (halved first, so that it cannot overflow)
+        if k.shape[-2]:
+            kd = k.detach()
+            centre = kd.amin(dim=-2, keepdim=True) / 2 + kd.amax(dim=-2, keepdim=True) / 2
+            q, k = q - centre, k - centre
+        return self._scaled(q, k)
+
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        qs, ks = self._centred(q, k)
+        return PreparedKernel(qs, ks, self._scores, name=self.name)
+
+    def _scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Scores ``(..., mb, nb)`` of batched prepared points (the batched block)."""
+        return self._of_distance(distance(q, k))
+
+    def _of_distance(self, r: torch.Tensor) -> torch.Tensor:
+        """The profile as a function of the distance ``r`` (by default of ``r^2``)."""
+        return self.profile(r.square())
 
     def _sqdist(self, q: torch.Tensor, k: torch.Tensor, out: torch.Tensor | None = None,
                 coef: float = 1.0) -> torch.Tensor:
@@ -226,6 +288,17 @@ class Gaussian(RadialKernel):
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return -0.5 * self._pair_sqdist(q, k)
 
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        # the dot form with the key bias alone: -||q||^2 / 2 cancels per query
+        qs, ks = self._centred(q, k)
+        qa = torch.cat([qs, qs.new_ones(*qs.shape[:-1], 1)], -1)
+        ka = torch.cat([ks, -0.5 * ks.square().sum(-1, keepdim=True)], -1)
+        eps = torch.finfo(qs.dtype).eps
+        qn = float(qs.detach().square().sum(-1).max()) if qs.numel() else 0.0
+        kn = float(ks.detach().square().sum(-1).max()) if ks.numel() else 0.0
+        err = 2.0 * eps * (qs.shape[-1] + 2) * (math.sqrt(qn * kn) + kn)
+        return PreparedKernel(qs, ks, self._scores, dot=(qa, ka), dot_error=err, name=self.name)
+
     def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         one_q = q.new_ones(q.shape[0], 1)
         one_k = k.new_ones(k.shape[0], 1)
@@ -247,7 +320,10 @@ class Laplacian(RadialKernel):
     name = "laplacian"
 
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
-        return -torch.sqrt(r2)
+        return self._of_distance(torch.sqrt(r2))
+
+    def _of_distance(self, r: torch.Tensor) -> torch.Tensor:
+        return -r
 
 
 def _root(r2: torch.Tensor, c: float) -> torch.Tensor:

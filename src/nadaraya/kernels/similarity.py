@@ -26,6 +26,7 @@ import torch
 from .._config import block_elements
 from .._errors import NadarayaError
 from ._base import BoundKernel, Kernel
+from ._prepared import PreparedKernel
 from .linear import LinearKernel, SignedKernel
 
 __all__ = ["ArgMax", "Cosine", "Exponential", "NegativeDistance", "Power"]
@@ -81,7 +82,13 @@ class Cosine(SignedKernel):
 
     name = "cosine"
 
+    batched = True
+
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return unit_rows(q), unit_rows(k)
+
+    def _check_prepared(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        # the 2-D engines refuse zero rows; attention keeps them (their weights are exp(0))
         for name, x in (("queries", q), ("keys", k)):
             zero = torch.nonzero((x.detach() == 0).all(dim=1)).flatten()
             if zero.numel():
@@ -89,10 +96,14 @@ class Cosine(SignedKernel):
                     f"cosine similarity is undefined for a zero vector: {name} row(s) "
                     f"{zero[:5].tolist()} are all zeros. Remove them or use similarity='dot'."
                 )
-        return unit_rows(q), unit_rows(k)
+
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        qs, ks = self._prepare(q, k)
+        return PreparedKernel(qs, ks, self._weights_block, log_domain=False, is_dot=True,
+                              name=self.name)
 
     def _weights_block(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return q @ k.T
+        return q @ k.mT
 
     def _weights_pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return (k * q[:, None, :]).sum(-1)
@@ -137,6 +148,9 @@ class _OfSimilarity:
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.similarity._prepare(q, k)
 
+    def _check_prepared(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        self.similarity._check_prepared(q, k)
+
 
 class Exponential(_OfSimilarity, Kernel):
     """Softmax separation ``K(q, k) = exp(beta * sim(q, k))`` of a signed similarity.
@@ -151,23 +165,59 @@ class Exponential(_OfSimilarity, Kernel):
     ----------
     similarity : SignedKernel
         ``LinearKernel``, ``Cosine`` or ``NegativeDistance``.
-    beta : float, default 1.0
-        Inverse temperature (> 0).
+    beta : float or None, default 1.0
+        Inverse temperature (> 0). None: attention's default for the cosine
+        kernel, ``sqrt(e)`` for ``e`` prepared coordinates (the features, for
+        ``Cosine`` and the plain dot product).
+    learnable, heads
+        Train ``beta`` (``beta * softplus(raw_scale)``), one per head with
+        ``heads`` (inputs ``(..., heads, L, E)``).
+
+    Examples
+    --------
+    Attention's cosine kernel ``exp(s cos(q, k))``:
+
+    >>> import torch
+    >>> q = torch.ones(1, 1, 4)
+    >>> float(Exponential(Cosine(), None).scores(q, q)[0, 0, 0])
+    2.0
     """
 
     name = "exponential"
 
-    def __init__(self, similarity: SignedKernel, beta: float = 1.0) -> None:
+    def __init__(self, similarity: SignedKernel, beta: float | None = 1.0, *,
+                 learnable: bool = False, heads: int | None = None) -> None:
         self.similarity = _check_similarity(similarity)
-        self.beta = _check_beta(beta)
+        self.beta = None if beta is None else _check_beta(beta)
+        self._learn(learnable, heads)
+
+    @property
+    def batched(self) -> bool:  # type: ignore[override]
+        return _bilinear(self.similarity) and self.similarity.batched
+
+    def _beta(self, q: torch.Tensor) -> Any:
+        beta: Any = math.sqrt(max(q.shape[-1], 1)) if self.beta is None else self.beta
+        factor = self._factor(q)
+        return beta if factor is None else beta * factor
+
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        if not self.batched:
+            return super()._prepared(q, k)
+        # beta folded into the queries: the scores are the similarity of the points
+        qp, kp = self.similarity._prepare(q, k)
+        qs = qp * self._beta(q)
+        return PreparedKernel(qs, kp, self.similarity._weights_block, dot=(qs, kp),
+                              dot_error=0.0, is_dot=True, name=self.name)
 
     def _block(self, q: torch.Tensor, k: torch.Tensor,
                out: torch.Tensor | None = None) -> torch.Tensor:
         s = self.similarity._weights_block(q, k)
-        return s.mul_(self.beta) if not s.requires_grad else s * self.beta
+        beta = self._beta(q)
+        return s.mul_(beta) if not (s.requires_grad or isinstance(beta, torch.Tensor)) \
+            else s * beta
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return self.beta * self.similarity._weights_pairs(q, k)
+        return self._beta(q) * self.similarity._weights_pairs(q, k)
 
     def _rank(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return self.similarity._weights_block(q, k)
@@ -178,12 +228,14 @@ class Exponential(_OfSimilarity, Kernel):
         if _bilinear(self.similarity):
             kmax = bound.cached("key_norm_max", lambda: bound.k.detach().norm(dim=1).max())
             qn = q.detach().norm(dim=1)
-            return self.beta * qn * kmax * (1 + 4 * q.shape[1] * torch.finfo(q.dtype).eps)
+            beta = self._beta(q)
+            beta = beta.detach() if isinstance(beta, torch.Tensor) else beta
+            return beta * qn * kmax * (1 + 4 * q.shape[1] * torch.finfo(q.dtype).eps)
         return None
 
     def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         if _bilinear(self.similarity):
-            return self.beta * q, k
+            return self._beta(q) * q, k
         return None
 
     def _dot_error(self, q: torch.Tensor, k: torch.Tensor) -> float:
@@ -191,7 +243,8 @@ class Exponential(_OfSimilarity, Kernel):
             return math.inf
         # only the rounding of beta * q
         eps = torch.finfo(q.dtype).eps
-        return float(eps * self.beta * q.detach().norm(dim=1).max() * k.detach().norm(dim=1).max())
+        beta = float(torch.as_tensor(self._beta(q)).detach().max())
+        return float(eps * beta * q.detach().norm(dim=1).max() * k.detach().norm(dim=1).max())
 
     def _params(self) -> str:
         return f"{self.similarity!r}, beta={self.beta!r}"
@@ -264,6 +317,7 @@ class ArgMax(_OfSimilarity, Kernel):
 
     def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         qp, kp = self.similarity._prepare(q, k)
+        self.similarity._check_prepared(qp, kp)
         qd, kd = qp.detach(), kp.detach()
         best = torch.full((qd.shape[0],), -torch.inf, dtype=qd.dtype, device=qd.device)
         step = max(1, block_elements(qd.element_size()) // max(qd.shape[0], 1))
@@ -297,3 +351,6 @@ class ArgMax(_OfSimilarity, Kernel):
 
     def _params(self) -> str:
         return repr(self.similarity)
+
+    def _check_prepared(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        """Checked in :meth:`_prepare`, before the extra columns."""

@@ -2,8 +2,10 @@
 
 ``nadaraya.nn.functional.kernel_attention`` is ``scaled_dot_product_attention``
 with the kernel as a parameter; :class:`KernelAttention` is a drop-in for
-``torch.nn.MultiheadAttention``; :mod:`nadaraya.nn.kernels` holds the kernels
-(softmax, rbf, laplacian, polynomial, linear, cosine) and their products.
+``torch.nn.MultiheadAttention``. Their kernels are those of
+:mod:`nadaraya.kernels` (one class per formula for every face); the names
+softmax, rbf, laplacian, polynomial, linear and cosine with SDPA's ``scale``
+are translated by :func:`nadaraya.kernels.get_attention_kernel`.
 :mod:`nadaraya.nn.minilm` re-expresses all-MiniLM-L6-v2 with them;
 :mod:`nadaraya.nn.lm`, :mod:`nadaraya.nn.ngram` and :mod:`nadaraya.nn.text` are
 the tiny character language models and their Shakespeare corpus.
@@ -19,7 +21,6 @@ __all__ = [
     "NGramLM",
     "TransformerLM",
     "functional",
-    "kernels",
     "lm",
     "minilm",
     "ngram",
@@ -31,7 +32,6 @@ _LAZY = {
     "TransformerLM": ("nadaraya.nn.lm", "TransformerLM"),
     "NGramLM": ("nadaraya.nn.ngram", "NGramLM"),
     "functional": ("nadaraya.nn.functional", None),
-    "kernels": ("nadaraya.nn.kernels", None),
     "lm": ("nadaraya.nn.lm", None),
     "minilm": ("nadaraya.nn.minilm", None),
     "ngram": ("nadaraya.nn.ngram", None),

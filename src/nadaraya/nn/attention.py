@@ -10,9 +10,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from .._errors import NadarayaError
+from ..kernels import Kernel, get_attention_kernel
 from ..masks import Causal, Mask, get_mask
 from .functional import check_additive, check_choices, check_overflow, kernel_attention
-from .kernels import AttentionKernel, get_attention_kernel
 
 __all__ = ["KernelAttention"]
 
@@ -34,9 +34,12 @@ class KernelAttention(nn.Module):
         Model dimension ``E``.
     num_heads : int
         Number of heads; ``embed_dim`` must be a multiple of it.
-    kernel : str or AttentionKernel, default "softmax"
+    kernel : str or Kernel, default "softmax"
         ``"softmax"``, ``"rbf"``, ``"laplacian"``, ``"polynomial"``,
-        ``"linear"``, ``"cosine"``, or a kernel object (shared by the heads).
+        ``"linear"``, ``"cosine"`` (see
+        :func:`nadaraya.kernels.get_attention_kernel`), or a
+        :class:`nadaraya.kernels.Kernel` (shared by the heads; its parameters
+        become this module's).
     tie_qk : bool, default False
         Use one projection for queries and keys (``W_q = W_k``): the kernel
         becomes symmetric, ``K(x_i, x_j) = K(x_j, x_i)``.
@@ -60,7 +63,9 @@ class KernelAttention(nn.Module):
     scale : float, optional
         The kernel's scale (``1 / sqrt(head_dim)`` by default).
     learn_scale : bool, default False
-        Train one scale per head (stored behind a positive transform).
+        Train one scale per head: a factor ``softplus(raw_scale)``
+        (``kernel.raw_scale``, one per head) multiplies the kernel's scale (its
+        bandwidth for ``"rbf"`` and ``"laplacian"``).
     max_len : int, default 512
         Longest sequence with ``positional`` set.
     positional_kernel : str, default "softmax"
@@ -101,7 +106,7 @@ class KernelAttention(nn.Module):
         self,
         embed_dim: int,
         num_heads: int,
-        kernel: str | AttentionKernel = "softmax",
+        kernel: str | Kernel = "softmax",
         *,
         tie_qk: bool = False,
         positional: str | None = None,
@@ -114,7 +119,7 @@ class KernelAttention(nn.Module):
         scale: float | None = None,
         learn_scale: bool = False,
         max_len: int = 512,
-        positional_kernel: str | AttentionKernel = "softmax",
+        positional_kernel: str | Kernel = "softmax",
         empty: str = "zero",
         engine: str = "auto",
         device: Any = None,
@@ -192,7 +197,7 @@ class KernelAttention(nn.Module):
                                  nn.Parameter(torch.empty(E, E, **kw)))
             pos = get_attention_kernel(positional_kernel, learnable=learn_scale, heads=heads)
             hd = self.head_dim
-            self.kernel: AttentionKernel = (content.on(slice(0, hd)) *  # type: ignore[assignment]
+            self.kernel: Kernel = (content.on(slice(0, hd)) *  # type: ignore[assignment]
                                             pos.on(slice(hd, 2 * hd)))
         else:
             self.kernel = content
@@ -213,7 +218,7 @@ class KernelAttention(nn.Module):
 
     @classmethod
     def from_multihead(cls, mha: nn.MultiheadAttention,
-                       kernel: str | AttentionKernel = "softmax", **kwargs: Any) -> KernelAttention:
+                       kernel: str | Kernel = "softmax", **kwargs: Any) -> KernelAttention:
         """A ``KernelAttention`` carrying the weights of a ``MultiheadAttention``.
 
         Examples

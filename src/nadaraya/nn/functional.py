@@ -24,9 +24,8 @@ from ..engine.batched import (
     smooth_batched,
     wider_dtype,
 )
-from ..kernels import Kernel
+from ..kernels import Kernel, get_attention_kernel
 from ..masks import Causal, Mask, get_mask
-from .kernels import AttentionKernel, get_attention_kernel
 
 __all__ = ["attention_weights", "explain_attention", "kernel_attention"]
 
@@ -190,16 +189,6 @@ def _split_mask(mask: Any, attn_mask: Any, is_causal: bool, shape: tuple[int, ..
     return engine_mask, bias
 
 
-def _engine_kernel(kernel: Any, scale: float | None) -> Kernel | None:
-    """An engine kernel (computed one problem at a time); None for an attention kernel."""
-    if isinstance(kernel, Kernel) and not isinstance(kernel, AttentionKernel):
-        if scale is not None:
-            raise NadarayaError("scale cannot be used with a kernel object; the object carries "
-                                "its own scale or bandwidth.")
-        return kernel
-    return None
-
-
 def _run(query: Any, key: Any, value: Any, kernel: Any, mask: Any, attn_mask: Any,
          dropout_p: float, is_causal: bool, scale: float | None, need_weights: bool,
          engine: str, empty: str) -> BatchedResult:
@@ -208,10 +197,10 @@ def _run(query: Any, key: Any, value: Any, kernel: Any, mask: Any, attn_mask: An
         raise NadarayaError(f"dropout_p must be in [0, 1); got {dropout_p!r}.")
     shape = (*q.shape[:-2], q.shape[-2], k.shape[-2])
     engine_mask, bias = _split_mask(mask, attn_mask, is_causal, shape, q.dtype)
-    engine_kernel = _engine_kernel(kernel, scale)
-    if engine_kernel is not None:
-        return _per_problem(engine_kernel, q, k, v, engine_mask, bias, need_weights, empty)
     attention = get_attention_kernel(kernel, scale=scale)
+    if not attention.batched:
+        # no batched form (compact, Matern... on a metric, callables): one problem at a time
+        return _per_problem(attention, q, k, v, engine_mask, bias, need_weights, empty)
     # points are prepared in the working dtype (float32 for half precisions):
     # neither the preparation nor its gradient rounds to, or overflows, the half range
     work = accumulation_dtype(q.dtype)
@@ -247,18 +236,19 @@ def _per_problem(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             first = tuple(int(i) for i in torch.nonzero(bad)[0])
             raise NadarayaError(
                 f"{name} contains NaN or infinity (the first at index {first}); an engine "
-                "kernel (nadaraya.kernels) runs through nadaraya.smooth, which refuses them. "
-                "Remove them, or use an attention kernel (nadaraya.nn.kernels), with which "
-                "they propagate."
+                "kernel without a batched form runs through nadaraya.smooth, which refuses "
+                "them. Remove them, or use a kernel with a batched form (Gaussian, Laplacian, "
+                "ExpDot... see Kernel.batched), with which they propagate."
             )
     problems = math.prod(lead)
     qf, kf, vf = (t.reshape(problems, *t.shape[-2:]) for t in (q, k, v))
     visible = None
     if bias is not None:
         if bool(((bias != 0) & ~torch.isinf(bias)).any()):
-            raise NadarayaError("a floating attn_mask with finite values needs an attention "
-                                "kernel (nadaraya.nn.kernels); an engine kernel takes "
-                                "boolean masks only.")
+            raise NadarayaError("a floating attn_mask with finite values needs a kernel with "
+                                "a batched form (Kernel.batched: Gaussian, Laplacian, "
+                                "ExpDot...); this kernel runs per problem and takes boolean "
+                                "masks only.")
         visible = (bias == 0).expand(*lead, m, n).reshape(problems, m, n)
     policy = {"zero": "nan", "nan": "nan", "raise": "raise"}[empty]
     outs, ws = [], []
@@ -277,14 +267,15 @@ def _per_problem(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     out = torch.stack(outs).reshape(*lead, m, v.shape[-1])
     weights = torch.stack(ws).reshape(*lead, m, n) if need_weights else None
     return BatchedResult(out, weights, "per-problem",
-                         {"per-problem": "an engine kernel: one nadaraya.smooth call per head"})
+                         {"per-problem": "a kernel without a batched form: one nadaraya.smooth "
+                                         "call per head"})
 
 
 def kernel_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    kernel: str | AttentionKernel | Kernel = "softmax",
+    kernel: str | Kernel = "softmax",
     mask: Mask | torch.Tensor | str | Any = None,
     *,
     attn_mask: torch.Tensor | None = None,
@@ -309,11 +300,13 @@ def kernel_attention(
         Keys.
     value : torch.Tensor of shape (..., S, Ev)
         Values.
-    kernel : str, AttentionKernel or Kernel, default "softmax"
+    kernel : str or Kernel, default "softmax"
         ``"softmax"``, ``"rbf"``, ``"laplacian"``, ``"polynomial"``,
-        ``"linear"``, ``"cosine"``, an :class:`~nadaraya.nn.kernels.AttentionKernel`
-        (a product for positional kernels), or any engine kernel (computed one
-        head at a time).
+        ``"linear"``, ``"cosine"`` (translated by
+        :func:`nadaraya.kernels.get_attention_kernel`), or any
+        :class:`nadaraya.kernels.Kernel` (a product on column slices for
+        positional kernels). A kernel without a batched form
+        (``kernel.batched`` False) is computed one head at a time.
     mask : Mask, str, callable or torch.Tensor, optional
         The visible set: a :mod:`nadaraya.masks` object (``Causal``,
         ``Window``, ``KNearest``, ``Predicate`` and their ``&``/``|``), a
@@ -329,7 +322,7 @@ def kernel_attention(
         Query ``i`` sees keys ``j <= i``.
     scale : float, optional
         The kernel's scale (``1 / sqrt(E)`` by default; for ``"rbf"`` the
-        bandwidth is ``scale ** -0.5``).
+        bandwidth is ``scale ** -0.5``). Only with a kernel name.
     need_weights : bool, default False
         Also return the weights ``(..., L, S)`` (materialised).
     engine : {"auto", "fused", "streamed", "dense"}
@@ -351,7 +344,7 @@ def kernel_attention(
     NaN and infinities in ``query``, ``key`` and ``value`` are not checked,
     as in ``scaled_dot_product_attention``; they propagate: an output row is
     NaN when its query, or any key or value of its (batch, head) problem, is
-    not finite. (An engine kernel from :mod:`nadaraya.kernels` runs through
+    not finite. (A kernel without a batched form runs through
     :func:`nadaraya.smooth`, which refuses them by name.) Scores beyond the
     range of the inputs' dtype (points near its largest number) are
     computed in float64 and the output rounded once.
@@ -376,7 +369,7 @@ def kernel_attention(
 def attention_weights(
     query: torch.Tensor,
     key: torch.Tensor,
-    kernel: str | AttentionKernel | Kernel = "softmax",
+    kernel: str | Kernel = "softmax",
     mask: Any = None,
     *,
     attn_mask: torch.Tensor | None = None,
@@ -404,7 +397,7 @@ def explain_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    kernel: str | AttentionKernel | Kernel = "softmax",
+    kernel: str | Kernel = "softmax",
     mask: Any = None,
     *,
     attn_mask: torch.Tensor | None = None,

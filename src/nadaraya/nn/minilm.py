@@ -28,8 +28,8 @@ import torch
 from torch import nn
 
 from .._errors import NadarayaError
+from ..kernels import Kernel
 from .attention import KernelAttention
-from .kernels import AttentionKernel
 
 __all__ = ["KernelBertAttention", "attention_modules", "kernelize", "load", "model_path", "run"]
 
@@ -84,11 +84,11 @@ class KernelBertAttention(nn.Module):
     ----------
     block : transformers BertAttention
         The block whose weights to carry.
-    kernel : str or AttentionKernel, default "softmax"
+    kernel : str or Kernel, default "softmax"
         The attention kernel.
     """
 
-    def __init__(self, block: nn.Module, kernel: str | AttentionKernel = "softmax") -> None:
+    def __init__(self, block: nn.Module, kernel: str | Kernel = "softmax") -> None:
         super().__init__()
         self_attn, output = block.self, block.output  # type: ignore[union-attr]
         E = self_attn.query.in_features
@@ -129,14 +129,14 @@ def attention_modules(model: nn.Module) -> list[KernelBertAttention]:
     return [m for m in model.modules() if isinstance(m, KernelBertAttention)]
 
 
-def kernelize(model: nn.Module, kernel: str | AttentionKernel = "softmax") -> nn.Module:
+def kernelize(model: nn.Module, kernel: str | Kernel = "softmax") -> nn.Module:
     """A copy of a BERT model whose every attention block is a ``KernelAttention``.
 
     Parameters
     ----------
     model : transformers.BertModel
         The model (left unchanged).
-    kernel : str or AttentionKernel, default "softmax"
+    kernel : str or Kernel, default "softmax"
         Kernel of every new block; ``"softmax"`` reproduces the model.
 
     Returns

@@ -30,58 +30,18 @@ import torch
 
 from ..._config import get_config
 from ..._errors import NadarayaError
+from ...kernels import PreparedKernel
 from ...masks import Causal, Mask
 from ..autograd import BlockMask, gradient_unit, rescaled_gradient, smooth_blocks
-from ..autograd._problem import Block, _value_frame
+from ..autograd._problem import _value_frame
 from ..streamed import dot_form_tolerance
 
-__all__ = ["BATCHED_ENGINES", "EMPTY", "BatchedResult", "PreparedKernel", "accumulation_dtype",
-           "smooth_batched", "wider_dtype"]
+__all__ = ["BATCHED_ENGINES", "EMPTY", "BatchedResult", "accumulation_dtype", "smooth_batched",
+           "wider_dtype"]
 
 BATCHED_ENGINES = ("fused", "streamed", "dense")
 EMPTY = ("zero", "nan", "raise")
 _HALF = (torch.float16, torch.bfloat16)
-
-
-@dataclass
-class PreparedKernel:
-    """A kernel with its queries and keys already in kernel coordinates.
-
-    Attributes
-    ----------
-    queries : torch.Tensor of shape (..., m, e)
-    keys : torch.Tensor of shape (..., n, e)
-    block : callable
-        ``block(q, k) -> (..., mb, nb)`` scores (log-weights), or the weights
-        themselves when ``log_domain`` is False. Holds no trainable parameter.
-    log_domain : bool
-        Whether ``block`` gives log-weights.
-    dot : tuple of torch.Tensor, optional
-        ``(qa, ka)`` with ``qa @ ka.mT`` equal to the scores up to a constant
-        per query (which cancels in the normalisation).
-    dot_error : float
-        Bound on the absolute score error of ``dot`` in this dtype.
-    is_dot : bool
-        Whether ``block(q, k)`` is exactly ``q @ k.mT``.
-    homogeneous : bool
-        Whether scaling the queries or the keys of a problem scales its
-        weights by one positive factor (``(q.k)^d``; weight domain only): the
-        engine then divides each problem's points by a power of two near
-        their largest magnitude, so that the weights of points near the
-        dtype's largest number, or subnormal, neither overflow nor underflow.
-    name : str
-        For explanations.
-    """
-
-    queries: torch.Tensor
-    keys: torch.Tensor
-    block: Block
-    log_domain: bool = True
-    dot: tuple[torch.Tensor, torch.Tensor] | None = None
-    dot_error: float = math.inf
-    is_dot: bool = False
-    homogeneous: bool = False
-    name: str = "kernel"
 
 
 @dataclass
