@@ -79,7 +79,8 @@ def naive_gaussian(queries: np.ndarray, keys: np.ndarray, values: np.ndarray,
 
     Differences are divided by the bandwidth before squaring; weights are
     shifted by each row's largest score; values are divided by their largest
-    magnitude before the sum and multiplied back after it. NaN where every
+    magnitude before the sum and multiplied back after it, and the mean is kept
+    within the values' range (as every weighted mean is). NaN where every
     weight underflows.
     """
     q = np.asarray(queries, np.float64).reshape(len(queries), -1)
@@ -92,7 +93,11 @@ def naive_gaussian(queries: np.ndarray, keys: np.ndarray, values: np.ndarray,
         w = np.exp(s - top)
     scale = np.abs(v).max(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
-    out = (w @ (v / scale)) / w.sum(axis=1, keepdims=True) * scale
+    with np.errstate(over="ignore"):
+        out = (w @ (v / scale)) / w.sum(axis=1, keepdims=True) * scale
+    # a weighted mean lies between the smallest and the largest value: the rounding of the
+    # sum must not carry values near the largest float past it (to inf)
+    out = np.clip(out, v.min(axis=0), v.max(axis=0))
     out[~np.isfinite(top[:, 0])] = np.nan
     return out
 
