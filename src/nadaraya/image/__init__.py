@@ -6,6 +6,9 @@ over augmented vectors ``t = [position; pixel value or patch]``, with its own
 
 * :func:`kernel_regression`: ``Q_x = I / (2 h^2)`` (classic, order 0 or 2);
 * :func:`bilateral`: ``Q_x = I / (2 s_x^2)``, ``Q_y = I / (2 s_y^2)``;
+* :func:`kernel_filter`: any kernel object of that family, e.g.
+  ``Gaussian(s_x).on([0, 1]) * Gaussian(s_y).on([2])``, the same object a
+  regressor fits with and an attention module trains;
 * :func:`non_local_means`: ``Q_x = 0``, ``Q_y`` = patch weights / ``h^2``;
 * :func:`steering_kernel_regression`: ``Q_x = C_j / (2 h^2)`` from local gradients;
 * :func:`reconstruct`: kernel regression from scattered samples;
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 from .bilateral import bilateral
 from .denoise import denoise
+from .kernel_filter import kernel_filter
 from .metrics import psnr
 from .nlm import non_local_means
 from .noise import estimate_noise
@@ -48,6 +52,7 @@ __all__ = [
     "bilateral",
     "denoise",
     "estimate_noise",
+    "kernel_filter",
     "kernel_regression",
     "non_local_means",
     "psnr",
