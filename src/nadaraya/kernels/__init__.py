@@ -4,7 +4,9 @@ Accepted by name in :func:`nadaraya.smooth`: ``"gaussian"``, ``"laplacian"``,
 ``"matern32"``, ``"matern52"``, ``"epanechnikov"``, ``"tricube"``, ``"uniform"``,
 ``"cauchy"``, ``"softmax"``,
 and the signed ``"linear"`` (``q^T M k``, summed in the weight domain).
-Kernels on different feature columns multiply into one kernel (``k1 * k2``).
+Kernels on different feature columns multiply into one kernel (``k1 * k2``),
+continuous and categorical alike (:mod:`.discrete`: Aitchison-Aitken, Li-Racine,
+Wang-van Ryzin).
 
 One class per formula serves every face: each kernel is a
 :class:`torch.nn.Module` (its scale can train, ``learnable=True``), follows
@@ -25,6 +27,7 @@ from ._attention import ATTENTION_NAMES, get_attention_kernel
 from ._base import BoundKernel, Kernel, ProductKernel, SumKernel
 from ._prepared import PreparedKernel
 from .custom import CallableKernel
+from .discrete import AitchisonAitken, DiscreteKernel, LiRacine, LiRacineOrdered, WangVanRyzin
 from .dot import ExpDot, Polynomial
 from .linear import LinearKernel, SignedKernel
 from .quadratic import QuadraticKernel
@@ -43,16 +46,20 @@ from .similarity import Cosine, Exponential
 
 __all__ = [
     "ATTENTION_NAMES",
+    "AitchisonAitken",
     "BoundKernel",
     "CallableKernel",
     "Cauchy",
     "Cosine",
+    "DiscreteKernel",
     "Epanechnikov",
     "ExpDot",
     "Exponential",
     "Gaussian",
     "Kernel",
     "Laplacian",
+    "LiRacine",
+    "LiRacineOrdered",
     "LinearKernel",
     "Matern32",
     "Matern52",
@@ -65,6 +72,7 @@ __all__ = [
     "SumKernel",
     "Tricube",
     "Uniform",
+    "WangVanRyzin",
     "get_attention_kernel",
     "get_kernel",
 ]
