@@ -22,7 +22,9 @@ from typing import Any
 
 from .._errors import NadarayaError
 from ._attention import ATTENTION_NAMES, get_attention_kernel
-from ._base import BoundKernel, Kernel, ProductKernel, SumKernel
+from ._bound import BoundKernel
+from ._composite import ProductKernel, SumKernel
+from ._kernel import Kernel
 from ._prepared import PreparedKernel
 from .custom import CallableKernel
 from .dot import ExpDot, Polynomial

@@ -16,7 +16,8 @@ from __future__ import annotations
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundKernel, Kernel
+from ._bound import BoundKernel
+from ._kernel import Kernel
 from .radial import RadialKernel
 
 __all__ = ["KeyForm", "NoiseOffset"]

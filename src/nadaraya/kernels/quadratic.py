@@ -45,8 +45,9 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundKernel, Kernel, _select
+from ._bound import BoundKernel
 from ._extras import KeyForm, NoiseOffset
+from ._kernel import Kernel, select
 from ._prepared import PreparedKernel
 from .radial import Gaussian, RadialKernel
 
@@ -259,7 +260,7 @@ class QuadraticKernel(Kernel):
 
         The kernel object itself is never changed.
         """
-        q, k = _select(queries, self.columns), _select(keys, self.columns)
+        q, k = select(queries, self.columns), select(keys, self.columns)
         return self.form(q.shape[-1]).bind(q, k)
 
     def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:

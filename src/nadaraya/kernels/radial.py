@@ -24,8 +24,9 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundKernel, Kernel
+from ._bound import BoundKernel
 from ._distance import distance
+from ._kernel import Kernel
 from ._prepared import PreparedKernel
 
 __all__ = [
