@@ -101,3 +101,30 @@ def test_smooth_agrees_across_engines(rank: int) -> None:
             np.testing.assert_allclose(got, golden, rtol=1e-9, atol=1e-10,
                                        err_msg=f"{engine} {kernel!r}")
     assert {"dense", "streamed"} <= set(ran)
+
+
+def test_product_rule_is_the_same_in_two_and_more_dimensions(rng: np.random.Generator) -> None:
+    from nadaraya.kernels import Laplacian, Polynomial
+
+    q = torch.from_numpy(rng.standard_normal((2, 5, 3)))
+    k = torch.from_numpy(rng.standard_normal((2, 6, 3)))
+    g, lap = Gaussian(0.7).on([0, 1]), Laplacian(1.3).on([2])
+    product = g * lap
+    naive = g.scores(q, k) + lap.scores(q, k)
+    torch.testing.assert_close(product.scores(q, k), naive, rtol=1e-12, atol=1e-12)
+    for b in range(2):
+        bound = product.bind(q[b], k[b])
+        torch.testing.assert_close(bound.score(), naive[b], rtol=1e-12, atol=1e-12)
+        index = torch.tensor([[0, 2], [1, 1], [5, 0], [3, 4], [2, 2]])
+        pairs = bound.pairs(slice(None), index)
+        torch.testing.assert_close(pairs, naive[b].gather(1, index), rtol=1e-12, atol=1e-12)
+        assert bool((bound.upper_bound() >= naive[b].amax(1)).all())
+    # a positive polynomial factor: log K_w is one more score
+    poly = Polynomial(2, 1.0).on([2])
+    mixed = (g * poly).scores(q, k)
+    expected = torch.exp(g.scores(q, k)) * poly.scores(q, k)
+    torch.testing.assert_close(mixed, expected, rtol=1e-12, atol=0.0)
+    # an odd one: weights multiply
+    odd = Polynomial(3, 1.0).on([2])
+    torch.testing.assert_close((g * odd).scores(q, k), torch.exp(g.scores(q, k)) * odd.scores(q, k),
+                               rtol=1e-12, atol=1e-300)

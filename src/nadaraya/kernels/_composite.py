@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -15,7 +15,7 @@ from ._kernel import Kernel, select
 from ._module import own_copy
 from ._prepared import PreparedKernel
 
-__all__ = ["ProductKernel", "SumKernel", "flat_parts"]
+__all__ = ["ProductKernel", "SumKernel", "add_scores", "flat_parts", "join_dots", "multiply"]
 
 
 def flat_parts(kernel: Kernel, kind: type) -> list[Kernel]:
@@ -65,6 +65,56 @@ class _Composite(Kernel):
         return f"({self._params()}){cols}"
 
 
+def add_scores(scores: Iterable[torch.Tensor | None],
+               in_place: bool = False) -> torch.Tensor | None:
+    """The product rule: ``log(K_1 K_2 ...) = log K_1 + log K_2 + ...``.
+
+    Parameters
+    ----------
+    scores : iterable of torch.Tensor or None
+        Each part's scores (blocks ``(..., mb, nb)``, pairs ``(mb, K)`` or
+        bounds ``(mb,)``), evaluated one at a time; a part without them
+        (None) makes the product have none.
+    in_place : bool, default False
+        Accumulate into the first part's tensor (a fresh block) unless a
+        gradient is recorded.
+
+    Returns
+    -------
+    torch.Tensor or None
+    """
+    total = None
+    for s in scores:
+        if s is None:
+            return None
+        if total is None:
+            total = s
+        elif in_place and not (total.requires_grad or s.requires_grad):
+            total = total.add_(s)
+        else:
+            total = total + s
+    return total
+
+
+def join_dots(forms: Iterable[tuple[torch.Tensor, torch.Tensor] | None],
+              ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The product rule in dot form: ``(qa, ka)`` of each part side by side (last axis)."""
+    forms = list(forms)
+    if not forms or any(f is None for f in forms):
+        return None
+    return (torch.cat([f[0] for f in forms], -1),  # type: ignore[index]
+            torch.cat([f[1] for f in forms], -1))  # type: ignore[index]
+
+
+def multiply(scores: list[torch.Tensor], weights: list[torch.Tensor]) -> torch.Tensor:
+    """Weights ``K_w1 K_w2 ... exp(sum of scores)`` of weight factors times exponential ones."""
+    out = weights[0]
+    for w in weights[1:]:
+        out = out * w
+    total = add_scores(scores)
+    return out if total is None else out * torch.exp(total)
+
+
 class ProductKernel(_Composite):
     """``K = K_1 * K_2 * ...``: scores add. The bilateral kernel is one.
 
@@ -94,12 +144,13 @@ class ProductKernel(_Composite):
         return all(p.log_domain for p in self.parts)
 
     def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
-        """Parts prepared side by side; exponential factors add their scores.
+        """Parts prepared side by side; their scores add (:func:`add_scores`).
 
         A factor that is not an exponential (polynomial, linear) gives weights
-        ``K_w * exp(sum of scores)``, summed in the log domain (``log K_w``
-        added to the scores) when every such factor is positive (an even
-        polynomial), so that neither factor can overflow or underflow the other.
+        ``K_w * exp(sum of scores)`` (:func:`multiply`), summed in the log
+        domain (``log K_w`` one more score) when every such factor is positive
+        (an even polynomial), so that neither factor can overflow or underflow
+        the other.
         """
         if not self.batched:
             return super()._prepared(q, k)
@@ -110,85 +161,59 @@ class ProductKernel(_Composite):
         log_domain = all(p.log_domain or getattr(part, "positive", False)
                          for p, part in zip(preps, self.parts, strict=True))
         terms = [(p.block if p.log_domain or not log_domain else part._log_weights,
-                  p.log_domain or log_domain, a, b)
+                  p.log_domain or log_domain, slice(a, b))
                  for p, part, a, b in zip(preps, self.parts, bounds[:-1], bounds[1:],
                                           strict=True)]
 
         def block(qb: torch.Tensor, kb: torch.Tensor) -> torch.Tensor:
-            score, weight = None, None
-            for f, is_log, a, b in terms:
-                s = f(qb[..., a:b], kb[..., a:b])
-                if is_log:
-                    score = s if score is None else score + s
-                else:
-                    weight = s if weight is None else weight * s
             if log_domain:
-                assert score is not None
-                return score
-            assert weight is not None
-            return weight if score is None else weight * torch.exp(score)
+                out = add_scores(f(qb[..., s], kb[..., s]) for f, _, s in terms)
+                assert out is not None
+                return out
+            scores = [f(qb[..., s], kb[..., s]) for f, is_log, s in terms if is_log]
+            weights = [f(qb[..., s], kb[..., s]) for f, is_log, s in terms if not is_log]
+            return multiply(scores, weights)
 
         qp = torch.cat([p.queries for p in preps], -1)
         kp = torch.cat([p.keys for p in preps], -1)
-        dot, err = None, math.inf
-        if all(p.log_domain and p.dot is not None for p in preps):
-            dot = (torch.cat([p.dot[0] for p in preps], -1),  # type: ignore[index]
-                   torch.cat([p.dot[1] for p in preps], -1))  # type: ignore[index]
-            err = sum(p.dot_error for p in preps)
+        exponential = all(p.log_domain for p in preps)
+        dot = join_dots(p.dot for p in preps) if exponential else None
+        err = sum(p.dot_error for p in preps) if dot is not None else math.inf
         is_dot = all(p.is_dot and p.log_domain for p in preps)
         homogeneous = not log_domain and all(p.homogeneous for p in preps)
         return PreparedKernel(qp, kp, block, log_domain=log_domain, dot=dot, dot_error=err,
                               is_dot=is_dot, homogeneous=homogeneous,
                               name=" * ".join(p.name for p in preps))
 
+    def _each(self, q: torch.Tensor, k: torch.Tensor,
+              ) -> Iterator[tuple[Kernel, torch.Tensor, torch.Tensor]]:
+        return zip(self.parts, self._split(q), self._split(k), strict=True)
+
     def _block(self, q: torch.Tensor, k: torch.Tensor,
                out: torch.Tensor | None = None) -> torch.Tensor:
-        total = None
-        for p, qs, ks in zip(self.parts, self._split(q), self._split(k), strict=True):
-            if total is None:
-                total = p._block(qs, ks, out)
-            else:
-                total = total + p._block(qs, ks) if total.requires_grad else total.add_(
-                    p._block(qs, ks))
+        scores = (p._block(qs, ks, out if i == 0 else None)
+                  for i, (p, qs, ks) in enumerate(self._each(q, k)))
+        total = add_scores(scores, in_place=True)
+        assert total is not None
         return total
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
-        total = None
-        for p, qs, ks in zip(self.parts, self._split(q), self._split(k), strict=True):
-            s = p._pairs(qs, ks)
-            if s is None:
-                return None
-            total = s if total is None else total + s
-        return total
+        return add_scores(p._pairs(qs, ks) for p, qs, ks in self._each(q, k))
 
     def _rank(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        out = None
-        for p, qs, ks in zip(self.parts, self._split(q), self._split(k), strict=True):
-            s = p._rank(qs, ks)
-            out = s if out is None else out + s
-        return out
-
-    def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor | None:
-        total = None
-        for p, b, qs in zip(self.parts, self._bound_parts, self._split(q), strict=True):
-            s = p._bound(qs, b)
-            if s is None:
-                return None
-            total = s if total is None else total + s
+        total = add_scores(p._rank(qs, ks) for p, qs, ks in self._each(q, k))
+        assert total is not None
         return total
 
+    def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor | None:
+        parts = zip(self.parts, self._bound_parts, self._split(q), strict=True)
+        return add_scores(p._bound(qs, b) for p, b, qs in parts)
+
     def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        forms = [
-            p._dot(qs, ks)
-            for p, qs, ks in zip(self.parts, self._split(q), self._split(k), strict=True)
-        ]
-        if any(f is None for f in forms):
-            return None
-        return torch.cat([f[0] for f in forms], 1), torch.cat([f[1] for f in forms], 1)
+        return join_dots(p._dot(qs, ks) for p, qs, ks in self._each(q, k))
 
     def _dot_error(self, q: torch.Tensor, k: torch.Tensor) -> float:
-        parts = zip(self.parts, self._split(q), self._split(k), strict=True)
-        return sum(p._dot_error(qs, ks) for p, qs, ks in parts)
+        return sum(p._dot_error(qs, ks) for p, qs, ks in self._each(q, k))
 
 
 class SumKernel(_Composite):
