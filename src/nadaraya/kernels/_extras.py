@@ -17,6 +17,7 @@ import torch
 
 from .._errors import NadarayaError
 from ._bound import BoundKernel
+from ._distance import sqdist
 from ._kernel import Kernel
 from .radial import RadialKernel
 
@@ -111,7 +112,7 @@ class KeyForm(Kernel):
     def _block(self, q: torch.Tensor, k: torch.Tensor,
                out: torch.Tensor | None = None) -> torch.Tensor:
         w, d = self._width, self.ndim
-        r2 = self.radial._sqdist(q[:, :w], k[:, :w])
+        r2 = sqdist(q[:, :w], k[:, :w])
         dx = q[:, None, w:w + d] - k[None, :, w:w + d]  # (mb, nb, d)
         field = k[:, w + d:w + d + d * d].reshape(-1, d, d)
         r2 = r2 + 2.0 * torch.einsum("ija,jab,ijb->ij", dx, field, dx)
