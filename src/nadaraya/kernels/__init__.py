@@ -24,7 +24,9 @@ from typing import Any
 
 from .._errors import NadarayaError
 from ._attention import ATTENTION_NAMES, get_attention_kernel
-from ._base import BoundKernel, Kernel, ProductKernel, SumKernel
+from ._bound import BoundKernel
+from ._composite import ProductKernel, SumKernel
+from ._kernel import Kernel
 from ._prepared import PreparedKernel
 from .custom import CallableKernel
 from .discrete import AitchisonAitken, DiscreteKernel, LiRacine, LiRacineOrdered, WangVanRyzin

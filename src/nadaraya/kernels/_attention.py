@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
-from ._base import Kernel
+from ._kernel import Kernel
 from .dot import ExpDot, Polynomial
 from .linear import LinearKernel
 from .radial import Gaussian, Laplacian

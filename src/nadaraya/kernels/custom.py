@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from .._errors import NadarayaError
-from ._base import Kernel
+from ._kernel import Kernel
 
 __all__ = ["CallableKernel"]
 

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundKernel, Kernel
+from ._bound import BoundKernel
+from ._kernel import Kernel
 from ._prepared import PreparedKernel
 from .linear import SignedKernel
 

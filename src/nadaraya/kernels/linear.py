@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ._base import Kernel
+from ._kernel import Kernel
 from ._prepared import PreparedKernel
 
 __all__ = ["LinearKernel", "SignedKernel"]

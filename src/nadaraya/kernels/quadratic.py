@@ -22,6 +22,13 @@ matrix of key ``j``. Non-local means also takes a noise offset ``tau``
 ``r^2 = (t_i - t_j)^T Q (t_i - t_j)``. LARK weights key ``j`` by
 ``sqrt(det C_j)`` (Takeda's normalisation), a per-key log-weight.
 
+The form is the Gaussian of the metric ``sqrt(2) L`` with ``L^T L = Q``:
+``-(t_i - t_j)^T Q (t_i - t_j) = -||sqrt(2) L (t_i - t_j)||^2 / 2``. So on
+explicit vectors ``t`` a :class:`QuadraticKernel` binds as that
+:class:`~nadaraya.kernels.Gaussian` (one code for its distances, dot form,
+bounds and pairs); the noise offset and LARK's per-key extras are its only
+additions (:mod:`nadaraya.kernels._extras`).
+
 :class:`QuadraticKernel` works on explicit vectors ``t`` through
 :func:`nadaraya.smooth` (any engine), and its blocks drive the grid engine
 (:func:`nadaraya.engine.grid.grid_smooth`), which never forms ``t``: it loops
@@ -38,7 +45,11 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundKernel, Kernel
+from ._bound import BoundKernel
+from ._extras import KeyForm, NoiseOffset
+from ._kernel import Kernel, select
+from ._prepared import PreparedKernel
+from .radial import Gaussian, RadialKernel
 
 __all__ = [
     "QuadraticKernel",
@@ -206,99 +217,56 @@ class QuadraticKernel(Kernel):
         return q
 
     # -- the kernel on explicit vectors t ------------------------------------
-    def bind(self, queries: torch.Tensor, keys: torch.Tensor) -> BoundKernel:
-        """Move ``t`` into kernel coordinates (``L t`` with ``L^T L = Q``).
+    @property
+    def batched(self) -> bool:  # type: ignore[override]
+        return self.position_field is None and self.key_log_weight is None
 
-        The column layout of a binding belongs to a copy: the kernel object
-        itself is never changed.
+    def form(self, width: int) -> Kernel:
+        """The kernel this one is on vectors ``t`` of ``width`` columns.
+
+        The quadratic form is the Gaussian of the metric ``sqrt(2) L``, with
+        ``L^T L = Q``: ``-(t_i - t_j)^T Q (t_i - t_j) = -||sqrt(2) L (t_i - t_j)||^2 / 2``.
+        So without a noise offset it *is* a :class:`~nadaraya.kernels.Gaussian`
+        (its distances, dot form, bounds and pairs); the noise offset changes
+        only the profile, and LARK's per-key position form and log-weight are
+        added on top of either.
+
+        Parameters
+        ----------
+        width : int
+            Columns of ``t``: ``ndim`` positions, then the features.
+
+        Returns
+        -------
+        Kernel
+            A :class:`~nadaraya.kernels.Gaussian` with ``metric=`` for the plain
+            form; a radial kernel of profile ``-max(r^2 / 2 - noise, 0)`` with a
+            noise offset; either wrapped with the per-key extras of LARK.
         """
-        import copy
-
-        return Kernel.bind(copy.copy(self), queries, keys)
-
-    def _prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        width = q.shape[1]
         qm = self.matrix(width)
         if self.position_field is not None:
             qm[: self.ndim, : self.ndim] = 0.0
         lam, vec = torch.linalg.eigh(qm)
         keep = lam > lam.abs().max().clamp(min=1e-300) * 1e-14
-        lmap = (vec[:, keep] * lam[keep].sqrt()).T.to(q)  # L with L^T L = Q
-        centre = k.detach().mean(dim=0) if k.shape[0] else 0.0
-        qc, kc = q - centre, k - centre
-        qp, kp = qc @ lmap.T, kc @ lmap.T
-        extra = self.position_field is not None or self.key_log_weight is not None
-        if not extra:
-            return qp, kp
-        n = k.shape[0]
-        field = self.position_field
-        if field is None:
-            field = torch.zeros(n, self.ndim, self.ndim, dtype=torch.float64)
-        logw = self.key_log_weight
-        if logw is None:
-            logw = torch.zeros(n, dtype=torch.float64)
-        field, logw = field.reshape(-1, self.ndim, self.ndim), logw.reshape(-1)
-        if field.shape[0] != n or logw.shape[0] != n:
-            raise NadarayaError(
-                f"position_field and key_log_weight need one entry per key ({n}); got "
-                f"{field.shape[0]} and {logw.shape[0]}."
-            )
-        self._width = qp.shape[1]
-        pad = q.new_zeros(q.shape[0], self.ndim * self.ndim + 1)
-        qx = torch.cat([qp, qc[:, : self.ndim], pad], 1)
-        kx = torch.cat([kp, kc[:, : self.ndim], field.reshape(n, -1).to(k),
-                        logw[:, None].to(k)], 1)
-        return qx, kx
+        metric = (vec[:, keep] * (2.0 * lam[keep]).sqrt()).T  # sqrt(2) L, L^T L = Q
+        radial: RadialKernel = (Gaussian(None, metric=metric) if not self.noise
+                                else NoiseOffset(self.noise, metric=metric))
+        if self.batched:
+            return radial
+        return KeyForm(radial, self.ndim, self.position_field, self.key_log_weight)
 
-    def _profile(self, r2: torch.Tensor) -> torch.Tensor:
-        if self.noise:
-            return -(r2 - self.noise).clamp_(min=0.0)
-        return r2.neg_()
+    def bind(self, queries: torch.Tensor, keys: torch.Tensor) -> BoundKernel:
+        """Bind ``t`` through :meth:`form`: the binding is that kernel's.
 
-    def _sqdist(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        if q.shape[1] == 0:
-            return q.new_zeros(q.shape[0], k.shape[0])
-        return torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist").square_()
+        The kernel object itself is never changed.
+        """
+        q, k = select(queries, self.columns), select(keys, self.columns)
+        return self.form(q.shape[-1]).bind(q, k)
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor,
-               out: torch.Tensor | None = None) -> torch.Tensor:
-        if self.position_field is None and self.key_log_weight is None:
-            return self._profile(self._sqdist(q, k))
-        w, d = self._width, self.ndim
-        r2 = self._sqdist(q[:, :w], k[:, :w])
-        dx = q[:, None, w:w + d] - k[None, :, w:w + d]  # (mb, nb, d)
-        field = k[:, w + d:w + d + d * d].reshape(-1, d, d)
-        r2 += torch.einsum("ija,jab,ijb->ij", dx, field, dx)
-        return self._profile(r2) + k[None, :, -1]
-
-    def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
-        if self.position_field is not None or self.key_log_weight is not None:
-            return None
-        return self._profile((k - q[:, None, :]).square().sum(-1))
-
-    def _rank(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        if self.position_field is None and self.key_log_weight is None:
-            return -self._sqdist(q, k)
-        return self._block(q, k)
-
-    def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor | None:
-        top = 0.0
-        if self.key_log_weight is not None:
-            top = float(bound.k[:, -1].max()) if bound.k.shape[0] else 0.0
-        return q.new_full((q.shape[0],), top)
-
-    def _dot(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if self.noise or self.position_field is not None or self.key_log_weight is not None:
-            return None
-        qa = torch.cat([2.0 * q, -q.square().sum(1, keepdim=True), q.new_ones(q.shape[0], 1)], 1)
-        ka = torch.cat([k, k.new_ones(k.shape[0], 1), -k.square().sum(1, keepdim=True)], 1)
-        return qa, ka
-
-    def _dot_error(self, q: torch.Tensor, k: torch.Tensor) -> float:
-        eps = torch.finfo(q.dtype).eps
-        qn = float(q.detach().square().sum(1).max()) if q.numel() else 0.0
-        kn = float(k.detach().square().sum(1).max()) if k.numel() else 0.0
-        return 4.0 * eps * (q.shape[1] + 2) * (qn + kn)
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        if not self.batched:
+            return super()._prepared(q, k)
+        return self.form(q.shape[-1]).prepare(q, k)
 
     def _params(self) -> str:
         parts = []

@@ -24,8 +24,9 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundKernel, Kernel
-from ._distance import distance
+from ._bound import BoundKernel
+from ._distance import distance, sqdist
+from ._kernel import Kernel
 from ._prepared import PreparedKernel
 
 __all__ = [
@@ -39,10 +40,6 @@ __all__ = [
     "Tricube",
     "Uniform",
 ]
-
-# Above this many features the squared distance of a block is formed with a
-# matrix product; below it, feature by feature (exact and as fast).
-_DIRECT_MAX_FEATURES = 4
 
 
 def _as_param(value: Any, name: str) -> torch.Tensor:
@@ -183,62 +180,34 @@ class RadialKernel(Kernel):
         qs, ks = self._centred(q, k)
         return PreparedKernel(qs, ks, self._scores, name=self.name)
 
-    def _scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """Scores ``(..., mb, nb)`` of batched prepared points (the batched block)."""
-        return self._of_distance(distance(q, k))
+    # -- scores: one routine for 2-D blocks, batched blocks and pairs ------------
+    of_distance = False  # whether the profile is written in r (``_of_distance``), not r^2
+
+    def _scores(self, q: torch.Tensor, k: torch.Tensor,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores ``(..., mb, nb)`` of prepared points ``(..., mb, e)``, ``(..., nb, e)``.
+
+        The 2-D block is the case without leading dimensions, the pairs of a
+        query with its own keys the case ``mb = 1``; ``out`` is an optional
+        buffer (2-D engines reuse one across blocks).
+        """
+        if self.of_distance:
+            return self._of_distance(distance(q, k, out=out))
+        return self.profile(sqdist(q, k, out=out))
 
     def _of_distance(self, r: torch.Tensor) -> torch.Tensor:
         """The profile as a function of the distance ``r`` (by default of ``r^2``)."""
         return self.profile(r.square())
 
-    def _sqdist(self, q: torch.Tensor, k: torch.Tensor, out: torch.Tensor | None = None,
-                coef: float = 1.0) -> torch.Tensor:
-        """``coef * r^2``, shape ``(mb, nb)``, of prepared points, formed exactly.
-
-        Differences are taken feature by feature (no cancellation) and each
-        squared and scaled in one fused pass; ``out`` is reused when given.
-        """
-        e = q.shape[1]
-        if e == 0:
-            return q.new_zeros(q.shape[0], k.shape[0]) if out is None else out.zero_()
-        if e <= _DIRECT_MAX_FEATURES:
-            qt, kt = q.T.contiguous(), k.T.contiguous()
-            zero = torch.zeros((), dtype=q.dtype, device=q.device)
-            out = torch.sub(qt[0, :, None], kt[0, None, :], out=out)
-            torch.addcmul(zero, out, out, value=coef, out=out)
-            if e > 1:
-                tmp = torch.empty_like(out)
-                for f in range(1, e):
-                    torch.sub(qt[f, :, None], kt[f, None, :], out=tmp)
-                    out.addcmul_(tmp, tmp, value=coef)
-            return out
-        d = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")
-        d.square_()
-        return torch.mul(d, coef, out=out) if out is not None else d.mul_(coef)
-
     def _block(self, q: torch.Tensor, k: torch.Tensor,
                out: torch.Tensor | None = None) -> torch.Tensor:
-        if q.requires_grad or k.requires_grad:
-            r2 = (q[:, None, :] - k[None, :, :]).square().sum(-1)
-            return self.profile(r2)
-        return self.profile(self._sqdist(q, k, out))
-
-    def _pair_sqdist(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """Squared distances ``(mb, K)`` of queries ``(mb, e)`` to their keys ``(mb, K, e)``."""
-        e = q.shape[1]
-        if 0 < e <= _DIRECT_MAX_FEATURES and not (q.requires_grad or k.requires_grad):
-            # feature by feature, in the order of _sqdist: the same rounding
-            out = torch.sub(k[..., 0], q[:, None, 0]).square_()
-            for f in range(1, e):
-                out.add_(torch.sub(k[..., f], q[:, None, f]).square_())
-            return out
-        return (k - q[:, None, :]).square().sum(-1)
+        return self._scores(q, k, out)
 
     def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return self.profile(self._pair_sqdist(q, k))
+        return self._scores(q[:, None, :], k)[:, 0]
 
     def _rank(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return -self._sqdist(q, k)
+        return sqdist(q, k, coef=-1.0)
 
     def _bound(self, q: torch.Tensor, bound: BoundKernel) -> torch.Tensor:
         # Every profile here peaks at r = 0 with log-weight 0.
@@ -279,14 +248,9 @@ class Gaussian(RadialKernel):
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
         return r2.mul_(-0.5) if not r2.requires_grad else -0.5 * r2
 
-    def _block(self, q: torch.Tensor, k: torch.Tensor,
-               out: torch.Tensor | None = None) -> torch.Tensor:
-        if q.requires_grad or k.requires_grad:
-            return super()._block(q, k, out)
-        return self._sqdist(q, k, out, coef=-0.5)
-
-    def _pairs(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return -0.5 * self._pair_sqdist(q, k)
+    def _scores(self, q: torch.Tensor, k: torch.Tensor,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+        return sqdist(q, k, coef=-0.5, out=out)
 
     def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
         # the dot form with the key bias alone: -||q||^2 / 2 cancels per query
@@ -318,6 +282,8 @@ class Laplacian(RadialKernel):
     """Laplacian (exponential) kernel ``exp(-r)``."""
 
     name = "laplacian"
+
+    of_distance = True
 
     def profile(self, r2: torch.Tensor) -> torch.Tensor:
         return self._of_distance(torch.sqrt(r2))

@@ -25,7 +25,8 @@ import torch
 
 from .._config import block_elements
 from .._errors import NadarayaError
-from ._base import BoundKernel, Kernel
+from ._bound import BoundKernel
+from ._kernel import Kernel
 from ._prepared import PreparedKernel
 from .linear import LinearKernel, SignedKernel
 

@@ -9,8 +9,7 @@ import numpy as np
 import torch
 
 from ..._errors import NadarayaError
-from ...kernels import Gaussian, Kernel
-from ...kernels._base import ProductKernel
+from ...kernels import Gaussian, Kernel, ProductKernel
 from .._job import Job
 from ..certified import Sums, block_rows
 from . import _native
