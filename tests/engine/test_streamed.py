@@ -12,7 +12,7 @@ from nadaraya import masks as M
 from nadaraya.engine._api import build_job
 from nadaraya.engine._job import exp_floor
 from nadaraya.engine.streamed import _engine as _streamed
-from nadaraya.kernels._base import BoundKernel
+from nadaraya.kernels import BoundKernel
 from nadaraya.masks._base import BoundMask
 
 from ._oracles import EPS32, FLOAT32_FACTOR, dense64, kernel_cases, rel_err

@@ -112,7 +112,8 @@ def quadratic_form(kernel: Kernel | QuadraticKernel, channels: int,
     except (NadarayaError, IndexError, RuntimeError) as err:
         raise NadarayaError(
             f"kernel {kernel!r} cannot score t = [row, column, {channels} channel(s)] "
-            f"({width} columns): {str(err).rstrip('.')}. Its columns (.on(...)) must lie within them."
+            f"({width} columns): {str(err).rstrip('.')}. Its columns (.on(...)) must lie "
+            "within them."
         ) from None
     _check_form(kernel, q)
     cross = q[:ndim, ndim:]

@@ -30,7 +30,9 @@ import math
 import torch
 
 from .._errors import NadarayaError
-from ._base import BoundKernel, Kernel, _own_copy, _select
+from ._bound import BoundKernel
+from ._kernel import Kernel, select
+from ._module import own_copy
 from ._prepared import PreparedKernel
 
 __all__ = ["AitchisonAitken", "DiscreteKernel", "LiRacine", "LiRacineOrdered", "WangVanRyzin"]
@@ -213,15 +215,15 @@ class AitchisonAitken(DiscreteKernel):
                 f"{count}. Pass levels= with the number of levels of the variable."
             )
         self._check_range((count - 1) / count)
-        other = _own_copy(self)  # binding never changes the kernel itself
+        other = own_copy(self)  # binding never changes the kernel itself
         other.__dict__["_count"] = count
         return other
 
     def bind(self, queries: torch.Tensor, keys: torch.Tensor) -> BoundKernel:
-        return Kernel.bind(self._counted(_select(keys, self.columns)), queries, keys)
+        return Kernel.bind(self._counted(select(keys, self.columns)), queries, keys)
 
     def prepare(self, queries: torch.Tensor, keys: torch.Tensor) -> PreparedKernel:
-        return Kernel.prepare(self._counted(_select(keys, self.columns)), queries, keys)
+        return Kernel.prepare(self._counted(select(keys, self.columns)), queries, keys)
 
     def _same(self) -> float:
         return _log(1.0 - self.bandwidth)
