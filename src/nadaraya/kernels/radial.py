@@ -159,7 +159,10 @@ class RadialKernel(Kernel):
     def _check_prepared(self, q: torch.Tensor, k: torch.Tensor) -> None:
         name = "metric" if self.metric is not None else "bandwidth"
         for x in (q, k):
-            if not bool(torch.isfinite(x.detach()).all()):
+            # the least and largest entries are finite exactly when every entry is: one
+            # pass, no temporary as large as the points
+            if x.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(x.detach())))
+                                      .all()):
                 raise NadarayaError(
                     f"{name} is too small for these points: their distances in its units "
                     f"overflow {str(q.dtype).replace('torch.', '')}. Multiply the features "

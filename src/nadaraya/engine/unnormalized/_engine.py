@@ -296,7 +296,7 @@ def _finish_means(job: Job, state: MeanState, empty: str, e: torch.Tensor) -> to
     low = high = None
     if job.p and job.n:
         values = job.values.detach()
-        low, high = values.amin(dim=0), values.amax(dim=0)
+        low, high = torch.aminmax(values, dim=0)
     for start in range(0, job.m, step):
         rows = slice(start, start + step)
         block = out[rows] if low is None else torch.clamp(out[rows], low, high)
