@@ -49,8 +49,12 @@ class KernelAttention(nn.Module):
         ``"product"`` multiplies the content kernel by a kernel on positions,
         ``k_F(f_q W_q, f_k W_k) * k_P(t_q P_q, t_k P_k)``, values from the
         content only.
-    batch_first : bool, default True
-        Inputs are ``(batch, length, E)`` (else ``(length, batch, E)``).
+    batch_first : bool, default False
+        Inputs are ``(batch, length, E)`` (else ``(length, batch, E)``), as
+        in ``nn.MultiheadAttention``. The default used to be True; callers
+        that pass ``(batch, length, E)`` tensors must now say
+        ``batch_first=True`` (a module swapped in for ``MultiheadAttention``
+        would otherwise mix the batch and sequence axes).
     dropout : float, default 0.0
         Dropout on the attention weights during training.
     bias : bool, default True
@@ -95,7 +99,7 @@ class KernelAttention(nn.Module):
     --------
     >>> import torch
     >>> from nadaraya.nn import KernelAttention
-    >>> attn = KernelAttention(16, 4, kernel="rbf")
+    >>> attn = KernelAttention(16, 4, kernel="rbf", batch_first=True)
     >>> x = torch.randn(2, 5, 16)
     >>> out, w = attn(x, x, x)
     >>> out.shape, w.shape
@@ -110,7 +114,7 @@ class KernelAttention(nn.Module):
         *,
         tie_qk: bool = False,
         positional: str | None = None,
-        batch_first: bool = True,
+        batch_first: bool = False,
         dropout: float = 0.0,
         bias: bool = True,
         kdim: int | None = None,
