@@ -72,6 +72,11 @@ class KernelAttention(nn.Module):
         :func:`nadaraya.kernels.get_attention_kernel`), or a
         :class:`nadaraya.kernels.Kernel` (shared by the heads; its parameters
         become this module's).
+    num_kv_heads : int, optional
+        Grouped-query attention: key and value projections of
+        ``num_kv_heads * head_dim`` features, each key/value head shared by
+        ``num_heads // num_kv_heads`` query heads (1: multi-query attention;
+        ``num_heads``, the default: multi-head attention).
     tie_qk : bool, default False
         Use one projection for queries and keys (``W_q = W_k``): the kernel
         becomes symmetric, ``K(x_i, x_j) = K(x_j, x_i)``.
@@ -149,6 +154,7 @@ class KernelAttention(nn.Module):
         dtype: torch.dtype | None = None,
         *,
         kernel: str | Kernel = "softmax",
+        num_kv_heads: int | None = None,
         tie_qk: bool = False,
         positional: str | None = None,
         mask: Mask | str | Any = None,
@@ -177,6 +183,20 @@ class KernelAttention(nn.Module):
                 f"embed_dim ({embed_dim}) must be a multiple of num_heads ({num_heads}); "
                 "change one so that each head gets embed_dim // num_heads features."
             )
+        kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads < 1 or (
+                num_heads % kv_heads):
+            raise NadarayaError(
+                f"num_kv_heads must be a positive divisor of num_heads ({num_heads}): each "
+                f"key/value head serves num_heads // num_kv_heads query heads; got "
+                f"{num_kv_heads!r}."
+            )
+        if kv_heads != num_heads and (tie_qk or positional == "product"):
+            raise NadarayaError(
+                f"num_kv_heads={kv_heads} (fewer key than query heads) cannot be combined with "
+                f"{'tie_qk=True' if tie_qk else 'positional=' + repr(positional)}, which needs "
+                "as many key heads as query heads; drop one of them."
+            )
         if positional not in POSITIONAL:
             raise NadarayaError(f"positional must be None, 'absolute' or 'product'; "
                                 f"got {positional!r}.")
@@ -195,6 +215,8 @@ class KernelAttention(nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
+        self.num_kv_heads = kv_heads
+        Ekv = kv_heads * self.head_dim  # features of the projected keys and values
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
         self.tie_qk = tie_qk
@@ -223,24 +245,24 @@ class KernelAttention(nn.Module):
             own = ("v_proj_weight",)
             nbias = 2 * E
         elif self._qkv_same_embed_dim:
-            self.in_proj_weight = nn.Parameter(torch.empty(3 * E, E, **kw))
+            self.in_proj_weight = nn.Parameter(torch.empty(E + 2 * Ekv, E, **kw))
             own = ("in_proj_weight",)
-            nbias = 3 * E
+            nbias = E + 2 * Ekv
         else:
             self.q_proj_weight = nn.Parameter(torch.empty(E, E, **kw))
-            self.k_proj_weight = nn.Parameter(torch.empty(E, self.kdim, **kw))
+            self.k_proj_weight = nn.Parameter(torch.empty(Ekv, self.kdim, **kw))
             own = ("q_proj_weight", "k_proj_weight", "v_proj_weight")
-            nbias = 3 * E
+            nbias = E + 2 * Ekv
         if "v_proj_weight" in own:
-            self.v_proj_weight = nn.Parameter(torch.empty(E, self.vdim, **kw))
+            self.v_proj_weight = nn.Parameter(torch.empty(Ekv, self.vdim, **kw))
         for name in ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight"):
             if name not in own:  # None, as in nn.MultiheadAttention
                 self.register_parameter(name, None)
         self.in_proj_bias = nn.Parameter(torch.empty(nbias, **kw)) if bias else None
         self.out_proj = nn.Linear(E, E, bias=bias, **kw)
         if add_bias_kv:
-            self.bias_k = nn.Parameter(torch.empty(1, 1, E, **kw))
-            self.bias_v = nn.Parameter(torch.empty(1, 1, E, **kw))
+            self.bias_k = nn.Parameter(torch.empty(1, 1, Ekv, **kw))
+            self.bias_v = nn.Parameter(torch.empty(1, 1, Ekv, **kw))
         else:
             self.bias_k = self.bias_v = None
         heads = num_heads if learn_scale else None
@@ -310,8 +332,8 @@ class KernelAttention(nn.Module):
         if self.tie_qk:
             return self.qk_proj_weight, self.qk_proj_weight, self.v_proj_weight
         if self.in_proj_weight is not None:
-            w = self.in_proj_weight
-            return w[:E], w[E:2 * E], w[2 * E:]
+            w, Ekv = self.in_proj_weight, self.num_kv_heads * self.head_dim
+            return w[:E], w[E:E + Ekv], w[E + Ekv:]
         return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
 
     def _biases(self) -> tuple[torch.Tensor | None, ...]:
@@ -320,11 +342,13 @@ class KernelAttention(nn.Module):
             return None, None, None
         if self.tie_qk:
             return b[:E], b[:E], b[E:]
-        return b[:E], b[E:2 * E], b[2 * E:]
+        Ekv = self.num_kv_heads * self.head_dim
+        return b[:E], b[E:E + Ekv], b[E + Ekv:]
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        B, L, E = x.shape
-        return x.reshape(B, L, self.num_heads, E // self.num_heads).transpose(1, 2)
+    def _heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
+        """``(B, L, heads * head_dim)`` as ``(B, heads, L, head_dim)``."""
+        B, L, _ = x.shape
+        return x.reshape(B, L, heads or self.num_heads, self.head_dim).transpose(1, 2)
 
     def _positions(self, n: int, name: str) -> torch.Tensor:
         if n > self.max_len:
@@ -431,7 +455,8 @@ class KernelAttention(nn.Module):
         k, v = append_keys(F.linear(key, wk, bk), F.linear(value, wv, bv), self.bias_k,
                            self.bias_v, self.add_zero_attn)
         extra = k.shape[1] - S
-        q, k, v = self._heads(F.linear(query, wq, bq)), self._heads(k), self._heads(v)
+        q = self._heads(F.linear(query, wq, bq))
+        k, v = self._heads(k, self.num_kv_heads), self._heads(v, self.num_kv_heads)
         if self.positional == "product":
             tq = self._heads(F.linear(self._positions(L, "query"), self.pos_q_weight)[None])
             tk = self._heads(F.linear(self._positions(S, "key"), self.pos_k_weight)[None])
@@ -454,7 +479,8 @@ class KernelAttention(nn.Module):
         result = kernel_attention(
             q, k, v, self.kernel, engine_mask, attn_mask=bias,
             dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights,
-            engine="dense" if need_weights else self.engine, empty=self.empty)
+            engine="dense" if need_weights else self.engine, empty=self.empty,
+            enable_gqa=self.num_kv_heads != self.num_heads)
         out, weights = result if need_weights else (result, None)
         out = self.out_proj(out.transpose(1, 2).reshape(B, L, self.embed_dim))
         if weights is not None and average_attn_weights:
@@ -482,6 +508,8 @@ class KernelAttention(nn.Module):
 
     def extra_repr(self) -> str:
         parts = [f"embed_dim={self.embed_dim}", f"num_heads={self.num_heads}"]
+        if self.num_kv_heads != self.num_heads:
+            parts.append(f"num_kv_heads={self.num_kv_heads}")
         if self.tie_qk:
             parts.append("tie_qk=True")
         if self.positional:
