@@ -88,7 +88,9 @@ class KernelAttention(nn.Module):
         content only.
     mask : Mask, str or callable, optional
         A :mod:`nadaraya.masks` mask applied in every call (``Window(16)``,
-        ``KNearest(8)``, ``"causal"``...).
+        ``KNearest(8)``, ``"causal"``...), or FlexAttention's
+        ``mask_mod(b, h, q_idx, kv_idx)``, evaluated per batch element and
+        head (:class:`nadaraya.masks.MaskMod`).
     scale : float, optional
         The kernel's scale (``1 / sqrt(head_dim)`` by default).
     learn_scale : bool, default False

@@ -256,7 +256,7 @@ def _per_problem(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     policy = {"zero": "nan", "nan": "nan", "raise": "raise"}[empty]
     outs, ws = [], []
     for g in range(qf.shape[0]):
-        mg = mask
+        mg = mask.at(tuple(lead), g) if mask is not None else None  # a mask_mod at (b, h)
         if visible is not None:
             mm = MatrixMask(visible[g])
             mg = mm if mg is None else mg & mm
@@ -313,9 +313,12 @@ def kernel_attention(
         (``kernel.batched`` False) is computed one head at a time.
     mask : Mask, str, callable or torch.Tensor, optional
         The visible set: a :mod:`nadaraya.masks` object (``Causal``,
-        ``Window``, ``KNearest``, ``Predicate`` and their ``&``/``|``), a
-        name (``"causal"``), a predicate ``fn(i, j)``, or a tensor with SDPA's
-        meaning (bool: True attends; float: added to the log-weights).
+        ``Window``, ``KNearest``, ``Predicate``, ``MaskMod`` and their
+        ``&``/``|``), a name (``"causal"``), a predicate ``fn(i, j)``,
+        FlexAttention's ``mask_mod(b, h, q_idx, kv_idx)`` (per batch element
+        ``b`` and head ``h``, for query ``(B, H, L, E)``; see
+        :class:`nadaraya.masks.MaskMod`), or a tensor with SDPA's meaning
+        (bool: True attends; float: added to the log-weights).
     attn_mask : torch.Tensor, optional
         SDPA's ``attn_mask``, broadcastable to ``(..., L, S)``. A floating
         mask hides a key with ``-inf``; NaN, ``+inf``, and finite values
