@@ -125,7 +125,7 @@ def test_bandwidth_trains_in_attention_per_head(data):
 
 def test_kernel_attention_module_trains_the_gaussian():
     torch.manual_seed(0)
-    attn = KernelAttention(8, 2, Gaussian(2.0, learnable=True, heads=2))
+    attn = KernelAttention(8, 2, kernel=Gaussian(2.0, learnable=True, heads=2), batch_first=True)
     assert "kernel.raw_scale" in dict(attn.named_parameters())
     x = torch.randn(3, 6, 8)
     out, _ = attn(x, x, x)

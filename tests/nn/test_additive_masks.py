@@ -61,7 +61,7 @@ def test_mask_values_beyond_the_queries_dtype_are_errors(rng):
 @pytest.mark.parametrize("name", ["key_padding_mask", "attn_mask", "attn_bias"])
 @pytest.mark.parametrize("bad", [math.inf, math.nan])
 def test_module_names_the_mask_with_a_bad_value(rng, name, bad):
-    attn = KernelAttention(8, 2, "rbf")
+    attn = KernelAttention(8, 2, kernel="rbf", batch_first=True)
     x = torch.as_tensor(rng.standard_normal((2, 5, 8)), dtype=torch.float32)
     mask = {"key_padding_mask": torch.zeros(2, 5), "attn_mask": torch.zeros(5, 5),
             "attn_bias": torch.zeros(2, 2, 5, 5)}[name]

@@ -57,7 +57,7 @@ def test_equals_multihead_attention(rng, batch_first, dims, masks, need_weights)
 def test_state_dict_loads_both_ways(rng):
     torch.manual_seed(1)
     mha = nn.MultiheadAttention(8, 2, batch_first=True)
-    attn = KernelAttention(8, 2)
+    attn = KernelAttention(8, 2, batch_first=True)
     attn.load_state_dict(mha.state_dict())
     x = _t(rng, 2, 4, 8)
     torch.testing.assert_close(attn(x, x, x)[0], mha(x, x, x)[0], atol=1e-6, rtol=1e-5)
@@ -83,7 +83,7 @@ def test_causal_and_unbatched_match_multihead_attention(rng):
 
 def test_dropout_in_training_only(rng):
     torch.manual_seed(3)
-    attn = KernelAttention(8, 2, dropout=0.5)
+    attn = KernelAttention(8, 2, dropout=0.5, batch_first=True)
     x = _t(rng, 2, 5, 8)
     attn.eval()
     a, _ = attn(x, x, x, need_weights=False)
@@ -96,7 +96,7 @@ def test_dropout_in_training_only(rng):
 
 def test_rbf_module_is_nadaraya_watson_on_projections(rng):
     torch.manual_seed(4)
-    attn = KernelAttention(8, 2, "rbf", scale=0.5).double()
+    attn = KernelAttention(8, 2, kernel="rbf", scale=0.5, batch_first=True).double()
     x = _t(rng, 1, 6, 8).double()
     out, w = attn(x, x, x, average_attn_weights=False)
     wq, wk, wv = attn.in_proj_weight.chunk(3)
@@ -113,12 +113,12 @@ def test_rbf_module_is_nadaraya_watson_on_projections(rng):
 
 @pytest.mark.parametrize("kernel", ["softmax", "rbf", "cosine"])
 def test_tied_projection_gives_a_symmetric_kernel(rng, kernel):
-    attn = KernelAttention(8, 2, kernel, tie_qk=True).double()
+    attn = KernelAttention(8, 2, kernel=kernel, tie_qk=True, batch_first=True).double()
     x = _t(rng, 1, 6, 8).double()
     q = (x @ attn.qk_proj_weight.T).reshape(1, 6, 2, 4).transpose(1, 2)
     scores = attn.kernel.scores(q, q)
     torch.testing.assert_close(scores, scores.transpose(-1, -2), atol=1e-12, rtol=1e-12)
-    untied = KernelAttention(8, 2, kernel).double()
+    untied = KernelAttention(8, 2, kernel=kernel, batch_first=True).double()
     wq, wk, _ = untied.in_proj_weight.chunk(3)
     s2 = untied.kernel.scores((x @ wq.T).reshape(1, 6, 2, 4).transpose(1, 2),
                               (x @ wk.T).reshape(1, 6, 2, 4).transpose(1, 2))
@@ -127,7 +127,7 @@ def test_tied_projection_gives_a_symmetric_kernel(rng, kernel):
 
 def test_absolute_positions_are_added_embeddings(rng):
     torch.manual_seed(5)
-    attn = KernelAttention(8, 2, positional="absolute", max_len=10)
+    attn = KernelAttention(8, 2, positional="absolute", max_len=10, batch_first=True)
     mha = nn.MultiheadAttention(8, 2, batch_first=True)
     mha.load_state_dict({k: v for k, v in attn.state_dict().items() if k != "pos_embedding"})
     x = _t(rng, 2, 6, 8)
@@ -138,7 +138,8 @@ def test_absolute_positions_are_added_embeddings(rng):
 def test_product_positional_kernel_formula(rng):
     """k_F(f_q W_q, f_k W_k) * k_P(t_q P_q, t_k P_k), values from the content only."""
     torch.manual_seed(6)
-    attn = KernelAttention(8, 2, "rbf", positional="product", max_len=10).double()
+    attn = KernelAttention(8, 2, kernel="rbf", positional="product", max_len=10,
+                           batch_first=True).double()
     x = _t(rng, 1, 6, 8).double()
     out, _ = attn(x, x, x, is_causal=True, need_weights=False)
     wq, wk, wv = attn.in_proj_weight.chunk(3)
@@ -161,8 +162,8 @@ def test_product_positional_kernel_formula(rng):
 @pytest.mark.parametrize("tie_qk", [False, True])
 def test_gradients_reach_every_parameter(rng, kernel, positional, tie_qk):
     torch.manual_seed(7)
-    attn = KernelAttention(8, 2, kernel, positional=positional, tie_qk=tie_qk,
-                           learn_scale=True, max_len=8)
+    attn = KernelAttention(8, 2, kernel=kernel, positional=positional, tie_qk=tie_qk,
+                           batch_first=True, learn_scale=True, max_len=8)
     x = _t(rng, 2, 5, 8).requires_grad_()
     out, _ = attn(x, x, x, is_causal=True, need_weights=False)
     out.square().sum().backward()
@@ -174,7 +175,7 @@ def test_gradients_reach_every_parameter(rng, kernel, positional, tie_qk):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_gradcheck_module_parameters(rng, kernel):
     torch.manual_seed(8)
-    attn = KernelAttention(4, 2, kernel, learn_scale=True).double()
+    attn = KernelAttention(4, 2, kernel=kernel, learn_scale=True, batch_first=True).double()
     x = _t(rng, 1, 4, 4).double().abs()
     names = ["in_proj_weight", "kernel.raw_scale"]
     params = tuple(dict(attn.named_parameters())[n].detach().clone().requires_grad_()
@@ -193,7 +194,7 @@ def test_gradcheck_module_parameters(rng, kernel):
 
 def test_engine_masks_in_the_module(rng):
     torch.manual_seed(9)
-    attn = KernelAttention(8, 2, "rbf", mask=Window(1))
+    attn = KernelAttention(8, 2, kernel="rbf", mask=Window(1), batch_first=True)
     x = _t(rng, 2, 6, 8)
     _, w = attn(x, x, x, average_attn_weights=False)
     band = (torch.arange(6)[:, None] - torch.arange(6)[None, :]).abs() <= 1
@@ -205,7 +206,7 @@ def test_engine_masks_in_the_module(rng):
 def test_learnable_scale_starts_at_the_default(rng):
     x = _t(rng, 2, 2, 6, 4)
     fixed = kernel_attention(x, x, x, "rbf")
-    attn = KernelAttention(8, 2, "rbf", learn_scale=True)
+    attn = KernelAttention(8, 2, kernel="rbf", learn_scale=True, batch_first=True)
     # the rbf kernel's scale s is the bandwidth h = s ** -0.5 (attention's default, None),
     # times the learned factor, one per head, which starts at one
     assert attn.kernel.bandwidth is None
@@ -229,7 +230,8 @@ def test_drop_in_for_a_transformer_encoder_layer(rng):
 def test_product_of_exponential_kernels_runs_fused(rng):
     from nadaraya.nn.functional import explain_attention
 
-    attn = KernelAttention(8, 2, "softmax", positional="product", max_len=8)
+    attn = KernelAttention(8, 2, kernel="softmax", positional="product", max_len=8,
+                           batch_first=True)
     q = _t(rng, 1, 2, 5, 8)
     assert explain_attention(q, q, q[..., :4], attn.kernel, is_causal=True)["fused"] == "chosen"
     x = _t(rng, 1, 5, 8)
@@ -237,3 +239,14 @@ def test_product_of_exponential_kernels_runs_fused(rng):
     attn.engine = "streamed"
     streamed, _ = attn(x, x, x, is_causal=True, need_weights=False)
     torch.testing.assert_close(fused, streamed, atol=1e-6, rtol=1e-5)
+
+
+def test_default_layout_is_multihead_attentions(rng):
+    """Like nn.MultiheadAttention, the default reads (length, batch, E): a swap keeps the axes."""
+    torch.manual_seed(11)
+    mha = nn.MultiheadAttention(8, 2)
+    attn = KernelAttention(8, 2)
+    assert attn.batch_first is False
+    attn.load_state_dict(mha.state_dict())
+    x = _t(rng, 5, 3, 8)  # (length, batch, E)
+    torch.testing.assert_close(attn(x, x, x)[0], mha(x, x, x)[0], atol=1e-5, rtol=1e-5)

@@ -88,7 +88,7 @@ def test_half_precision_scores(rng, dtype, kernel):
 @pytest.mark.parametrize("kernel", ["softmax", "laplacian", "polynomial"])
 def test_half_precision_module_trains(rng, dtype, kernel):
     torch.manual_seed(0)
-    attn = KernelAttention(16, 2, kernel, dtype=dtype)
+    attn = KernelAttention(16, 2, kernel=kernel, dtype=dtype, batch_first=True)
     x = torch.as_tensor(rng.standard_normal((2, 9, 16)), dtype=dtype)
     out, w = attn(x, x, x, is_causal=True, attn_mask=torch.ones(9, 9, dtype=torch.bool).triu(1))
     assert out.dtype == w.dtype == dtype

@@ -72,7 +72,7 @@ def test_module_construction_errors():
 
 
 def test_module_forward_errors():
-    attn = KernelAttention(8, 2, max_len=4, positional="absolute")
+    attn = KernelAttention(8, 2, max_len=4, positional="absolute", batch_first=True)
     x = torch.randn(2, 3, 8)
     with pytest.raises(NadarayaError, match="expects 8"):
         attn(torch.randn(2, 3, 6), x, x)

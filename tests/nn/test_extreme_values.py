@@ -68,7 +68,7 @@ def test_weights_path_mean_is_representable(rng, kernel):
 
 def _identity_module(kernel: str, dtype: torch.dtype) -> KernelAttention:
     """One head whose projections are identities: attention on the inputs themselves."""
-    attn = KernelAttention(4, 1, kernel, bias=False, vdim=3, dtype=dtype)
+    attn = KernelAttention(4, 1, kernel=kernel, bias=False, vdim=3, dtype=dtype, batch_first=True)
     with torch.no_grad():
         for w in (attn.q_proj_weight, attn.k_proj_weight, attn.v_proj_weight,
                   attn.out_proj.weight):

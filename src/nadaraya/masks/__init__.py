@@ -1,8 +1,9 @@
 """Masks: the visible set M(q) of each query.
 
 Combine with ``&`` and ``|``. :func:`get_mask` also accepts a boolean matrix
-(dense or scipy sparse), a predicate ``fn(i, j)``, or the names ``"causal"``
-and ``"leave-one-out"``.
+(dense or scipy sparse), a predicate ``fn(i, j)``, FlexAttention's
+``mask_mod(b, h, q_idx, kv_idx)`` (a mask per batch element and head), or the
+names ``"causal"`` and ``"leave-one-out"``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from .._errors import NadarayaError
 from ._base import And, BoundMask, Candidates, Mask, Or, Predicate, Problem, Visibility
 from .geometric import KNearest, Radius
+from .mask_mod import MaskMod, is_mask_mod
 from .matrix import MatrixMask
 from .structured import Causal, LeaveOneOut, Window
 
@@ -26,6 +28,7 @@ __all__ = [
     "KNearest",
     "LeaveOneOut",
     "Mask",
+    "MaskMod",
     "MatrixMask",
     "Or",
     "Predicate",
@@ -49,14 +52,15 @@ def get_mask(mask: Any) -> Mask | None:
         except KeyError:
             raise NadarayaError(
                 f"mask {mask!r} is not known; use 'causal', 'leave-one-out', a Mask object "
-                "(Window, Radius, KNearest, ...), a boolean matrix or a predicate fn(i, j)."
+                "(Window, Radius, KNearest, ...), a boolean matrix, a predicate fn(i, j) or a "
+                "mask_mod(b, h, q_idx, kv_idx)."
             ) from None
     import scipy.sparse as sp
 
     if sp.issparse(mask) or isinstance(mask, torch.Tensor | np.ndarray | list):
         return MatrixMask(mask)
     if callable(mask):
-        return Predicate(mask)
+        return MaskMod(mask) if is_mask_mod(mask) else Predicate(mask)
     raise NadarayaError(
         f"mask must be a Mask, a boolean matrix, a predicate or a name; got {type(mask).__name__}."
     )

@@ -31,12 +31,19 @@ class Visibility(enum.Enum):
 
 @dataclass
 class Problem:
-    """What a mask may look at when it is bound: sizes and raw points."""
+    """What a mask may look at when it is bound: sizes, raw points, leading dimensions.
+
+    ``lead`` is the ``(..., heads)`` shape of problems bound together (one
+    binding for every attention head); masks that read the batch and head
+    index (:class:`~nadaraya.masks.MaskMod`) give blocks ``(*lead, mb, nb)``,
+    or any shape that broadcasts to it.
+    """
 
     n_queries: int
     n_keys: int
     queries: torch.Tensor
     keys: torch.Tensor
+    lead: tuple[int, ...] = ()
 
 
 class Mask:
@@ -57,6 +64,15 @@ class Mask:
     def bind(self, problem: Problem) -> BoundMask:
         """Bind to a problem's sizes and points."""
         return BoundMask(self, problem)
+
+    @property
+    def reads_index(self) -> bool:
+        """Whether visibility depends on the (batch, head) index of the problem."""
+        return False
+
+    def at(self, lead: tuple[int, ...], index: int) -> Mask:
+        """This mask for the one problem of flat index ``index`` among ``lead``."""
+        return self
 
     # -- to implement on bound data ---------------------------------------
     def _block(self, bound: BoundMask, rows: slice, cols: slice) -> torch.Tensor:
@@ -188,6 +204,15 @@ class _Binary(Mask):
 
     def _params(self) -> str:
         return f"{self.left!r}, {self.right!r}"
+
+    @property
+    def reads_index(self) -> bool:
+        return self.left.reads_index or self.right.reads_index
+
+    def at(self, lead: tuple[int, ...], index: int) -> Mask:
+        if not self.reads_index:
+            return self
+        return type(self)(self.left.at(lead, index), self.right.at(lead, index))
 
 
 class And(_Binary):

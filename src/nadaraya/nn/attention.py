@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -11,8 +10,18 @@ from torch.nn import functional as F
 
 from .._errors import NadarayaError
 from ..kernels import Kernel, get_attention_kernel
-from ..masks import Causal, Mask, get_mask
-from .functional import check_additive, check_choices, check_overflow, kernel_attention
+from ..masks import Causal, Mask, Predicate, get_mask
+from ._mha import (
+    additive,
+    append_keys,
+    check_inputs,
+    merge_masks,
+    mha_bias,
+    pad_bias,
+    renest,
+    unnest,
+)
+from .functional import check_choices, check_overflow, kernel_attention
 
 __all__ = ["KernelAttention"]
 
@@ -22,11 +31,15 @@ POSITIONAL = (None, "absolute", "product")
 class KernelAttention(nn.Module):
     """Multi-head attention whose similarity is any kernel: a kernel smoother per head.
 
-    Usable where :class:`torch.nn.MultiheadAttention` is: the same forward
-    arguments and returns, and, untied, the same parameter names, so
+    A drop-in for :class:`torch.nn.MultiheadAttention`: its constructor and
+    forward arguments, in its order and with its defaults (this module's own
+    arguments follow, keyword-only), its returns, ``merge_masks``, and,
+    untied, its parameter and attribute names, so
     ``KernelAttention(E, H).load_state_dict(mha.state_dict())`` works (or use
-    :meth:`from_multihead`). With ``kernel="softmax"`` it computes what
-    ``MultiheadAttention`` computes.
+    :meth:`from_multihead`) and it can replace the ``self_attn`` or
+    ``multihead_attn`` of ``nn.TransformerEncoderLayer``,
+    ``TransformerDecoderLayer`` and ``nn.Transformer``. With
+    ``kernel="softmax"`` it computes what ``MultiheadAttention`` computes.
 
     Parameters
     ----------
@@ -34,12 +47,36 @@ class KernelAttention(nn.Module):
         Model dimension ``E``.
     num_heads : int
         Number of heads; ``embed_dim`` must be a multiple of it.
+    dropout : float, default 0.0
+        Dropout on the attention weights during training.
+    bias : bool, default True
+        Biases on the input and output projections.
+    add_bias_kv : bool, default False
+        Append a learned key and value (``bias_k``, ``bias_v``, ``(1, 1, E)``)
+        to every sequence of keys, visible to every query.
+    add_zero_attn : bool, default False
+        Append a zero key and value to every head (after ``bias_k``).
+    kdim, vdim : int, optional
+        Feature sizes of keys and values (``embed_dim`` by default).
+    batch_first : bool, default False
+        Inputs are ``(batch, length, E)`` (else ``(length, batch, E)``), as
+        in ``nn.MultiheadAttention``. The default used to be True; callers
+        that pass ``(batch, length, E)`` tensors must now say
+        ``batch_first=True`` (a module swapped in for ``MultiheadAttention``
+        would otherwise mix the batch and sequence axes).
+    device, dtype : optional
+        Where and in which floating dtype the parameters are made.
     kernel : str or Kernel, default "softmax"
-        ``"softmax"``, ``"rbf"``, ``"laplacian"``, ``"polynomial"``,
-        ``"linear"``, ``"cosine"`` (see
+        Keyword-only. ``"softmax"``, ``"rbf"``, ``"laplacian"``,
+        ``"polynomial"``, ``"linear"``, ``"cosine"`` (see
         :func:`nadaraya.kernels.get_attention_kernel`), or a
         :class:`nadaraya.kernels.Kernel` (shared by the heads; its parameters
         become this module's).
+    num_kv_heads : int, optional
+        Grouped-query attention: key and value projections of
+        ``num_kv_heads * head_dim`` features, each key/value head shared by
+        ``num_heads // num_kv_heads`` query heads (1: multi-query attention;
+        ``num_heads``, the default: multi-head attention).
     tie_qk : bool, default False
         Use one projection for queries and keys (``W_q = W_k``): the kernel
         becomes symmetric, ``K(x_i, x_j) = K(x_j, x_i)``.
@@ -49,17 +86,11 @@ class KernelAttention(nn.Module):
         ``"product"`` multiplies the content kernel by a kernel on positions,
         ``k_F(f_q W_q, f_k W_k) * k_P(t_q P_q, t_k P_k)``, values from the
         content only.
-    batch_first : bool, default True
-        Inputs are ``(batch, length, E)`` (else ``(length, batch, E)``).
-    dropout : float, default 0.0
-        Dropout on the attention weights during training.
-    bias : bool, default True
-        Biases on the input and output projections.
-    kdim, vdim : int, optional
-        Feature sizes of keys and values (``embed_dim`` by default).
     mask : Mask, str or callable, optional
         A :mod:`nadaraya.masks` mask applied in every call (``Window(16)``,
-        ``KNearest(8)``, ``"causal"``...).
+        ``KNearest(8)``, ``"causal"``...), or FlexAttention's
+        ``mask_mod(b, h, q_idx, kv_idx)``, evaluated per batch element and
+        head (:class:`nadaraya.masks.MaskMod`).
     scale : float, optional
         The kernel's scale (``1 / sqrt(head_dim)`` by default).
     learn_scale : bool, default False
@@ -91,11 +122,19 @@ class KernelAttention(nn.Module):
     give finite outputs and gradients wherever the float64 computation does;
     scores beyond the range of the inputs' dtype are computed in float64.
 
+    ``nn.TransformerEncoderLayer`` in evaluation has a fused fast path that
+    computes softmax attention from ``in_proj_weight`` itself, whatever the
+    module; it is skipped for modules with hooks, so this module carries a
+    forward pre-hook that does nothing, and its kernel is always the one
+    used. ``nn.TransformerEncoder`` in evaluation may pass the sequences as
+    a nested tensor (with ``batch_first=True`` and a padding mask); the
+    module pads it and returns a nested output, as the layer expects.
+
     Examples
     --------
     >>> import torch
     >>> from nadaraya.nn import KernelAttention
-    >>> attn = KernelAttention(16, 4, kernel="rbf")
+    >>> attn = KernelAttention(16, 4, kernel="rbf", batch_first=True)
     >>> x = torch.randn(2, 5, 16)
     >>> out, w = attn(x, x, x)
     >>> out.shape, w.shape
@@ -106,15 +145,20 @@ class KernelAttention(nn.Module):
         self,
         embed_dim: int,
         num_heads: int,
-        kernel: str | Kernel = "softmax",
-        *,
-        tie_qk: bool = False,
-        positional: str | None = None,
-        batch_first: bool = True,
         dropout: float = 0.0,
         bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
+        batch_first: bool = False,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+        *,
+        kernel: str | Kernel = "softmax",
+        num_kv_heads: int | None = None,
+        tie_qk: bool = False,
+        positional: str | None = None,
         mask: Mask | str | Any = None,
         scale: float | None = None,
         learn_scale: bool = False,
@@ -122,10 +166,14 @@ class KernelAttention(nn.Module):
         positional_kernel: str | Kernel = "softmax",
         empty: str = "zero",
         engine: str = "auto",
-        device: Any = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        if isinstance(dropout, str | Kernel):
+            raise NadarayaError(
+                f"dropout must be a number in [0, 1); got {dropout!r}. The arguments follow "
+                "nn.MultiheadAttention's (embed_dim, num_heads, dropout, bias, ...); the kernel "
+                f"is keyword-only: KernelAttention(embed_dim, num_heads, kernel={dropout!r})."
+            )
         for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads),
                           ("max_len", max_len), ("kdim", kdim), ("vdim", vdim)):
             if val is None and name in ("kdim", "vdim"):
@@ -137,11 +185,30 @@ class KernelAttention(nn.Module):
                 f"embed_dim ({embed_dim}) must be a multiple of num_heads ({num_heads}); "
                 "change one so that each head gets embed_dim // num_heads features."
             )
+        kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads < 1 or (
+                num_heads % kv_heads):
+            raise NadarayaError(
+                f"num_kv_heads must be a positive divisor of num_heads ({num_heads}): each "
+                f"key/value head serves num_heads // num_kv_heads query heads; got "
+                f"{num_kv_heads!r}."
+            )
+        if kv_heads != num_heads and (tie_qk or positional == "product"):
+            raise NadarayaError(
+                f"num_kv_heads={kv_heads} (fewer key than query heads) cannot be combined with "
+                f"{'tie_qk=True' if tie_qk else 'positional=' + repr(positional)}, which needs "
+                "as many key heads as query heads; drop one of them."
+            )
         if positional not in POSITIONAL:
             raise NadarayaError(f"positional must be None, 'absolute' or 'product'; "
                                 f"got {positional!r}.")
         if not (isinstance(dropout, int | float) and 0.0 <= dropout < 1.0):
             raise NadarayaError(f"dropout must be in [0, 1); got {dropout!r}.")
+        if positional == "product" and (add_bias_kv or add_zero_attn):
+            raise NadarayaError(
+                "add_bias_kv and add_zero_attn append keys that have no position, so they "
+                "cannot be used with positional='product'; use positional='absolute' or None."
+            )
         check_choices(empty=empty, engine=engine)
         if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise NadarayaError(f"dtype must be a floating torch dtype (float16, bfloat16, "
@@ -150,6 +217,8 @@ class KernelAttention(nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
+        self.num_kv_heads = kv_heads
+        Ekv = kv_heads * self.head_dim  # features of the projected keys and values
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
         self.tie_qk = tie_qk
@@ -165,28 +234,39 @@ class KernelAttention(nn.Module):
         self.positional = positional
         self.batch_first = batch_first
         self.dropout = float(dropout)
+        self.add_zero_attn = bool(add_zero_attn)
         self.max_len = max_len
         self.empty = empty
         self.engine = engine
         self.mask = get_mask(mask)
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         E = embed_dim
+        own: tuple[str, ...]
         if tie_qk:
             self.qk_proj_weight = nn.Parameter(torch.empty(E, E, **kw))
-            self.v_proj_weight = nn.Parameter(torch.empty(E, self.vdim, **kw))
-            self.register_parameter("in_proj_weight", None)
+            own = ("v_proj_weight",)
             nbias = 2 * E
         elif self._qkv_same_embed_dim:
-            self.in_proj_weight = nn.Parameter(torch.empty(3 * E, E, **kw))
-            nbias = 3 * E
+            self.in_proj_weight = nn.Parameter(torch.empty(E + 2 * Ekv, E, **kw))
+            own = ("in_proj_weight",)
+            nbias = E + 2 * Ekv
         else:
             self.q_proj_weight = nn.Parameter(torch.empty(E, E, **kw))
-            self.k_proj_weight = nn.Parameter(torch.empty(E, self.kdim, **kw))
-            self.v_proj_weight = nn.Parameter(torch.empty(E, self.vdim, **kw))
-            self.register_parameter("in_proj_weight", None)
-            nbias = 3 * E
+            self.k_proj_weight = nn.Parameter(torch.empty(Ekv, self.kdim, **kw))
+            own = ("q_proj_weight", "k_proj_weight", "v_proj_weight")
+            nbias = E + 2 * Ekv
+        if "v_proj_weight" in own:
+            self.v_proj_weight = nn.Parameter(torch.empty(Ekv, self.vdim, **kw))
+        for name in ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight"):
+            if name not in own:  # None, as in nn.MultiheadAttention
+                self.register_parameter(name, None)
         self.in_proj_bias = nn.Parameter(torch.empty(nbias, **kw)) if bias else None
         self.out_proj = nn.Linear(E, E, bias=bias, **kw)
+        if add_bias_kv:
+            self.bias_k = nn.Parameter(torch.empty(1, 1, Ekv, **kw))
+            self.bias_v = nn.Parameter(torch.empty(1, 1, Ekv, **kw))
+        else:
+            self.bias_k = self.bias_v = None
         heads = num_heads if learn_scale else None
         content = get_attention_kernel(kernel, scale=scale, learnable=learn_scale, heads=heads)
         if positional is not None:
@@ -202,6 +282,10 @@ class KernelAttention(nn.Module):
         else:
             self.kernel = content
         self._reset_parameters()
+        # nn.TransformerEncoderLayer skips its fused fast path (softmax attention computed
+        # from in_proj_weight, whatever the kernel) for a module with hooks: this one
+        # does nothing but keep the kernel in charge
+        self.register_forward_pre_hook(_own_forward)
 
     def _reset_parameters(self) -> None:
         for name in ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight",
@@ -213,6 +297,9 @@ class KernelAttention(nn.Module):
             nn.init.zeros_(self.in_proj_bias)
         if self.out_proj.bias is not None:
             nn.init.zeros_(self.out_proj.bias)
+        if self.bias_k is not None and self.bias_v is not None:
+            nn.init.xavier_normal_(self.bias_k)
+            nn.init.xavier_normal_(self.bias_v)
         if self.positional is not None:
             nn.init.normal_(self.pos_embedding, std=0.02)
 
@@ -230,13 +317,10 @@ class KernelAttention(nn.Module):
         >>> torch.allclose(attn(x, x, x)[0], mha(x, x, x)[0], atol=1e-6)
         True
         """
-        if mha.bias_k is not None or mha.add_zero_attn:
-            raise NadarayaError("MultiheadAttention with add_bias_kv or add_zero_attn has no "
-                                "KernelAttention equivalent; build it without them.")
-        attn = cls(mha.embed_dim, mha.num_heads, kernel, batch_first=mha.batch_first,
-                   dropout=mha.dropout, bias=mha.in_proj_bias is not None, kdim=mha.kdim,
-                   vdim=mha.vdim, device=mha.out_proj.weight.device,
-                   dtype=mha.out_proj.weight.dtype, **kwargs)
+        attn = cls(mha.embed_dim, mha.num_heads, mha.dropout, mha.in_proj_bias is not None,
+                   mha.bias_k is not None, mha.add_zero_attn, mha.kdim, mha.vdim,
+                   mha.batch_first, mha.out_proj.weight.device, mha.out_proj.weight.dtype,
+                   kernel=kernel, **kwargs)
         missing, unexpected = attn.load_state_dict(mha.state_dict(), strict=False)
         own = {n for n, _ in attn.named_parameters() if n.startswith(("kernel.", "pos_"))}
         if unexpected or set(missing) - own:
@@ -250,8 +334,8 @@ class KernelAttention(nn.Module):
         if self.tie_qk:
             return self.qk_proj_weight, self.qk_proj_weight, self.v_proj_weight
         if self.in_proj_weight is not None:
-            w = self.in_proj_weight
-            return w[:E], w[E:2 * E], w[2 * E:]
+            w, Ekv = self.in_proj_weight, self.num_kv_heads * self.head_dim
+            return w[:E], w[E:E + Ekv], w[E + Ekv:]
         return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
 
     def _biases(self) -> tuple[torch.Tensor | None, ...]:
@@ -260,11 +344,13 @@ class KernelAttention(nn.Module):
             return None, None, None
         if self.tie_qk:
             return b[:E], b[:E], b[E:]
-        return b[:E], b[E:2 * E], b[2 * E:]
+        Ekv = self.num_kv_heads * self.head_dim
+        return b[:E], b[E:E + Ekv], b[E + Ekv:]
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        B, L, E = x.shape
-        return x.reshape(B, L, self.num_heads, E // self.num_heads).transpose(1, 2)
+    def _heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
+        """``(B, L, heads * head_dim)`` as ``(B, heads, L, head_dim)``."""
+        B, L, _ = x.shape
+        return x.reshape(B, L, heads or self.num_heads, self.head_dim).transpose(1, 2)
 
     def _positions(self, n: int, name: str) -> torch.Tensor:
         if n > self.max_len:
@@ -273,35 +359,26 @@ class KernelAttention(nn.Module):
         return self.pos_embedding[:n]
 
     # -- masks ------------------------------------------------------------------
-    def _bias(self, key_padding_mask: torch.Tensor | None, attn_mask: torch.Tensor | None,
-              B: int, L: int, S: int, dtype: torch.dtype) -> torch.Tensor | None:
-        """MultiheadAttention's masks (bool: True hides) as additive log-weights."""
-        out = None
-        if key_padding_mask is not None:
-            if tuple(key_padding_mask.shape) != (B, S):
-                raise NadarayaError(
-                    f"key_padding_mask must have shape (batch, source length) = {(B, S)}; got "
-                    f"{tuple(key_padding_mask.shape)}. True marks a padding key to ignore."
-                )
-            out = _additive(key_padding_mask, "key_padding_mask", dtype)[:, None, None, :]
-        if attn_mask is not None:
-            H = self.num_heads
-            if attn_mask.dim() == 2 and tuple(attn_mask.shape) == (L, S):
-                m = _additive(attn_mask, "attn_mask", dtype)
-            elif attn_mask.dim() == 3 and tuple(attn_mask.shape) == (B * H, L, S):
-                m = _additive(attn_mask, "attn_mask", dtype).reshape(B, H, L, S)
-            else:
-                raise NadarayaError(
-                    f"attn_mask must have shape (L, S) = {(L, S)} or (batch * num_heads, L, S) "
-                    f"= {(B * H, L, S)}; got {tuple(attn_mask.shape)}. In this module (as in "
-                    "nn.MultiheadAttention) a True entry hides a key."
-                )
-            if out is None:
-                out = m
-            else:
-                out = out + m
-                check_overflow(out, "the sum of key_padding_mask and attn_mask")
-        return out
+    def merge_masks(self, attn_mask: torch.Tensor | None, key_padding_mask: torch.Tensor | None,
+                    query: torch.Tensor) -> tuple[torch.Tensor | None, int | None]:
+        """``nn.MultiheadAttention.merge_masks``: one mask and its type.
+
+        Parameters
+        ----------
+        attn_mask : torch.Tensor of shape (L, L) or (B * num_heads, L, L), optional
+        key_padding_mask : torch.Tensor of shape (B, L), optional
+        query : torch.Tensor of shape (B, L, E)
+
+        Returns
+        -------
+        merged_mask : torch.Tensor or None
+            ``key_padding_mask`` alone; else ``attn_mask`` expanded to
+            ``(B, num_heads, L, L)``, plus the padding mask if given.
+        mask_type : int or None
+            1 for a padding mask alone, 2 with an ``attn_mask``, None for
+            neither, as ``MultiheadAttention`` returns them.
+        """
+        return merge_masks(self.num_heads, attn_mask, key_padding_mask, query)
 
     # -- forward ------------------------------------------------------------------
     def forward(
@@ -350,28 +427,13 @@ class KernelAttention(nn.Module):
         attn_output : torch.Tensor shaped like ``query``
         attn_weights : torch.Tensor of shape (B, L, S) or (B, H, L, S), or None
         """
+        nested = None
+        if isinstance(query, torch.Tensor) and query.is_nested:
+            query, key, value, key_padding_mask, nested = unnest(
+                query, key, value, key_padding_mask, self.batch_first)
         unbatched = query.dim() == 2
-        own = self.out_proj.weight.dtype
-        for name, t, dim in (("query", query, self.embed_dim), ("key", key, self.kdim),
-                             ("value", value, self.vdim)):
-            if not isinstance(t, torch.Tensor):
-                raise NadarayaError(f"{name} must be a torch.Tensor; got {type(t).__name__}.")
-            if not t.is_floating_point():
-                raise NadarayaError(f"{name} must be a floating tensor; got dtype {t.dtype}. "
-                                    f"Convert it with .to({own}).")
-            if t.dtype != own and not torch.is_autocast_enabled(t.device.type):
-                raise NadarayaError(
-                    f"{name} has dtype {t.dtype} but this module's parameters are {own}; "
-                    f"convert one of them (module.to({t.dtype}) or {name}.to({own}))."
-                )
-            if t.dim() != (2 if unbatched else 3):
-                raise NadarayaError(
-                    f"{name} must be {'(L, E)' if unbatched else '(batch, L, E)'} like query "
-                    f"(batch_first={self.batch_first}); got shape {tuple(t.shape)}."
-                )
-            if t.shape[-1] != dim:
-                raise NadarayaError(f"{name} has {t.shape[-1]} features but this module expects "
-                                    f"{dim}; check embed_dim/kdim/vdim.")
+        check_inputs(query, key, value, (self.embed_dim, self.kdim, self.vdim),
+                     self.out_proj.weight.dtype, self.batch_first)
         if unbatched:
             query, key, value = query[None], key[None], value[None]
             if key_padding_mask is not None and key_padding_mask.dim() == 1:
@@ -392,36 +454,35 @@ class KernelAttention(nn.Module):
             value = value + self._positions(S, "value")
         wq, wk, wv = self._weights()
         bq, bk, bv = self._biases()
+        k, v = append_keys(F.linear(key, wk, bk), F.linear(value, wv, bv), self.bias_k,
+                           self.bias_v, self.add_zero_attn)
+        extra = k.shape[1] - S
         q = self._heads(F.linear(query, wq, bq))
-        k = self._heads(F.linear(key, wk, bk))
-        v = self._heads(F.linear(value, wv, bv))
+        k, v = self._heads(k, self.num_kv_heads), self._heads(v, self.num_kv_heads)
         if self.positional == "product":
             tq = self._heads(F.linear(self._positions(L, "query"), self.pos_q_weight)[None])
             tk = self._heads(F.linear(self._positions(S, "key"), self.pos_k_weight)[None])
             q = torch.cat([q, tq.expand(B, -1, -1, -1)], -1)
             k = torch.cat([k, tk.expand(B, -1, -1, -1)], -1)
-        bias = self._bias(key_padding_mask, attn_mask, B, L, S, q.dtype)
+        bias = mha_bias(key_padding_mask, attn_mask, B, self.num_heads, L, S, q.dtype)
         if attn_bias is not None:
             if not attn_bias.is_floating_point():
                 raise NadarayaError(f"attn_bias must be a floating tensor of additive "
                                     f"log-weights; got dtype {attn_bias.dtype}. Pass boolean "
                                     "masks as attn_mask (True hides).")
-            added = _additive(attn_bias, "attn_bias", q.dtype)
+            added = additive(attn_bias, "attn_bias", q.dtype)
             if bias is None:
                 bias = added
             else:
                 bias = bias + added
                 check_overflow(bias, "the sum of attn_bias and the other masks")
-        engine_mask = self.mask
-        extra = get_mask(mask)
-        if extra is not None:
-            engine_mask = extra if engine_mask is None else engine_mask & extra
-        if is_causal and attn_mask is None:
-            engine_mask = Causal() if engine_mask is None else engine_mask & Causal()
+        bias = pad_bias(bias, extra)
+        engine_mask = self._engine_mask(mask, is_causal and attn_mask is None, S, extra)
         result = kernel_attention(
             q, k, v, self.kernel, engine_mask, attn_mask=bias,
             dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights,
-            engine="dense" if need_weights else self.engine, empty=self.empty)
+            engine="dense" if need_weights else self.engine, empty=self.empty,
+            enable_gqa=self.num_kv_heads != self.num_heads)
         out, weights = result if need_weights else (result, None)
         out = self.out_proj(out.transpose(1, 2).reshape(B, L, self.embed_dim))
         if weights is not None and average_attn_weights:
@@ -429,12 +490,28 @@ class KernelAttention(nn.Module):
         if unbatched:
             out = out[0]
             weights = weights[0] if weights is not None else None
+        elif nested is not None:
+            out = renest(out, nested)
         elif not self.batch_first:
             out = out.transpose(0, 1)
         return out, weights
 
+    def _engine_mask(self, mask: Any, causal: bool, S: int, extra: int) -> Mask | None:
+        """The module's mask, this call's, and causality; the appended keys stay visible."""
+        engine_mask = self.mask
+        given = get_mask(mask)
+        if given is not None:
+            engine_mask = given if engine_mask is None else engine_mask & given
+        if causal:  # is_causal is a hint when attn_mask is given, as in MultiheadAttention
+            engine_mask = Causal() if engine_mask is None else engine_mask & Causal()
+        if engine_mask is not None and extra:
+            engine_mask = engine_mask | Predicate(lambda i, j: j >= S)
+        return engine_mask
+
     def extra_repr(self) -> str:
         parts = [f"embed_dim={self.embed_dim}", f"num_heads={self.num_heads}"]
+        if self.num_kv_heads != self.num_heads:
+            parts.append(f"num_kv_heads={self.num_kv_heads}")
         if self.tie_qk:
             parts.append("tie_qk=True")
         if self.positional:
@@ -444,15 +521,6 @@ class KernelAttention(nn.Module):
         return ", ".join(parts)
 
 
-def _additive(mask: torch.Tensor, name: str, dtype: torch.dtype) -> torch.Tensor:
-    """MultiheadAttention's convention: bool True hides (-inf); floats are added."""
-    if mask.dtype == torch.bool:
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
-            mask, -math.inf)
-    if not mask.is_floating_point():
-        raise NadarayaError(f"{name} must be boolean (True hides) or floating (added); "
-                            f"got dtype {mask.dtype}.")
-    check_additive(mask, name, hide="True in a boolean mask")
-    bias = mask.to(dtype)
-    check_overflow(bias, name)
-    return bias
+
+def _own_forward(module: nn.Module, args: tuple[Any, ...]) -> None:
+    """A forward pre-hook that does nothing (see ``KernelAttention.__init__``)."""

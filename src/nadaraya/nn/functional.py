@@ -26,6 +26,7 @@ from ..engine.batched import (
 )
 from ..kernels import Kernel, get_attention_kernel
 from ..masks import Causal, Mask, get_mask
+from ._gqa import expand_groups
 
 __all__ = ["attention_weights", "explain_attention", "kernel_attention"]
 
@@ -191,7 +192,9 @@ def _split_mask(mask: Any, attn_mask: Any, is_causal: bool, shape: tuple[int, ..
 
 def _run(query: Any, key: Any, value: Any, kernel: Any, mask: Any, attn_mask: Any,
          dropout_p: float, is_causal: bool, scale: float | None, need_weights: bool,
-         engine: str, empty: str) -> BatchedResult:
+         engine: str, empty: str, enable_gqa: bool = False) -> BatchedResult:
+    if enable_gqa:
+        query, key, value = expand_groups(query, key, value)
     q, k, v = _check_inputs(query, key, value)
     if not (isinstance(dropout_p, int | float) and 0.0 <= dropout_p < 1.0):
         raise NadarayaError(f"dropout_p must be in [0, 1); got {dropout_p!r}.")
@@ -253,7 +256,7 @@ def _per_problem(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     policy = {"zero": "nan", "nan": "nan", "raise": "raise"}[empty]
     outs, ws = [], []
     for g in range(qf.shape[0]):
-        mg = mask
+        mg = mask.at(tuple(lead), g) if mask is not None else None  # a mask_mod at (b, h)
         if visible is not None:
             mm = MatrixMask(visible[g])
             mg = mm if mg is None else mg & mm
@@ -285,6 +288,7 @@ def kernel_attention(
     need_weights: bool = False,
     engine: str = "auto",
     empty: str = "zero",
+    enable_gqa: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention with any kernel: ``sum_j K(q, k_j) v_j / sum_j K(q, k_j)`` over visible keys.
 
@@ -309,9 +313,12 @@ def kernel_attention(
         (``kernel.batched`` False) is computed one head at a time.
     mask : Mask, str, callable or torch.Tensor, optional
         The visible set: a :mod:`nadaraya.masks` object (``Causal``,
-        ``Window``, ``KNearest``, ``Predicate`` and their ``&``/``|``), a
-        name (``"causal"``), a predicate ``fn(i, j)``, or a tensor with SDPA's
-        meaning (bool: True attends; float: added to the log-weights).
+        ``Window``, ``KNearest``, ``Predicate``, ``MaskMod`` and their
+        ``&``/``|``), a name (``"causal"``), a predicate ``fn(i, j)``,
+        FlexAttention's ``mask_mod(b, h, q_idx, kv_idx)`` (per batch element
+        ``b`` and head ``h``, for query ``(B, H, L, E)``; see
+        :class:`nadaraya.masks.MaskMod`), or a tensor with SDPA's meaning
+        (bool: True attends; float: added to the log-weights).
     attn_mask : torch.Tensor, optional
         SDPA's ``attn_mask``, broadcastable to ``(..., L, S)``. A floating
         mask hides a key with ``-inf``; NaN, ``+inf``, and finite values
@@ -332,6 +339,12 @@ def kernel_attention(
         weight): zero, as ``scaled_dot_product_attention`` returns, with zero
         gradients through that row; NaN (``nn.MultiheadAttention``'s output
         there); or an error.
+    enable_gqa : bool, default False
+        Grouped-query attention, as ``scaled_dot_product_attention``'s:
+        ``query`` ``(..., H, L, E)`` with ``key`` and ``value`` of
+        ``H_kv`` heads ``(..., H_kv, S, E)``, ``H`` a multiple of ``H_kv``;
+        query head ``h`` reads key/value head ``h // (H // H_kv)``
+        (``H_kv = 1``: multi-query attention).
 
     Returns
     -------
@@ -359,7 +372,7 @@ def kernel_attention(
     True
     """
     result = _run(query, key, value, kernel, mask, attn_mask, dropout_p, is_causal, scale,
-                  need_weights, engine, empty)
+                  need_weights, engine, empty, enable_gqa)
     if need_weights:
         assert result.weights is not None
         return result.out, result.weights
@@ -403,6 +416,7 @@ def explain_attention(
     attn_mask: torch.Tensor | None = None,
     is_causal: bool = False,
     scale: float | None = None,
+    enable_gqa: bool = False,
 ) -> dict[str, str]:
     """Which engine :func:`kernel_attention` uses for these inputs, and why not the others.
 
@@ -421,5 +435,5 @@ def explain_attention(
     """
     with torch.no_grad():
         result = _run(query, key, value, kernel, mask, attn_mask, 0.0, is_causal, scale, False,
-                      "auto", "zero")
+                      "auto", "zero", enable_gqa)
     return result.reasons

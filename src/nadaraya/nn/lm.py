@@ -58,7 +58,7 @@ class _Block(nn.Module):
         super().__init__()
         self.norm1 = nn.LayerNorm(cfg.d_model)
         self.attn = KernelAttention(
-            cfg.d_model, cfg.n_heads, cfg.kernel, tie_qk=cfg.tie_qk, dropout=cfg.dropout,
+            cfg.d_model, cfg.n_heads, kernel=cfg.kernel, tie_qk=cfg.tie_qk, dropout=cfg.dropout,
             positional="product" if cfg.positional == "product" else None,
             max_len=cfg.context, batch_first=True)
         self.norm2 = nn.LayerNorm(cfg.d_model)

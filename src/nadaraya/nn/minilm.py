@@ -95,7 +95,7 @@ class KernelBertAttention(nn.Module):
         heads = self_attn.num_attention_heads
         dense = output.dense
         self.attention = KernelAttention(
-            E, heads, kernel, batch_first=True, dropout=self_attn.dropout.p,
+            E, heads, kernel=kernel, batch_first=True, dropout=self_attn.dropout.p,
             device=dense.weight.device, dtype=dense.weight.dtype)
         with torch.no_grad():
             self.attention.in_proj_weight.copy_(torch.cat(

@@ -67,14 +67,15 @@ class BlockMask:
                 queries.device if queries is not None else torch.device("cpu"))
             q = queries if queries is not None and not lead else torch.empty(m, 0, device=dev)
             k = keys if keys is not None and not lead else torch.empty(n, 0, device=dev)
-            self.shared = mask.bind(Problem(m, n, q, k))
+            self.shared = mask.bind(Problem(m, n, q, k, lead=lead))
             return
         if queries is None or keys is None:
             raise ValueError("a mask that reads the points needs queries and keys")
         self.shared = None
         qf = queries.detach().expand(*lead, m, queries.shape[-1]).reshape(-1, m, queries.shape[-1])
         kf = keys.detach().expand(*lead, n, keys.shape[-1]).reshape(-1, n, keys.shape[-1])
-        self.per_problem = [mask.bind(Problem(m, n, a, b)) for a, b in zip(qf, kf, strict=True)]
+        self.per_problem = [mask.at(lead, g).bind(Problem(m, n, a, b))
+                            for g, (a, b) in enumerate(zip(qf, kf, strict=True))]
 
     def status(self, rows: slice, cols: slice) -> Visibility:
         if self.shared is not None:
@@ -82,7 +83,8 @@ class BlockMask:
         return Visibility.PARTIAL
 
     def block(self, rows: slice, cols: slice) -> torch.Tensor:
-        """Bool ``(mb, nb)`` (shared) or ``(*lead, mb, nb)`` (per problem)."""
+        """Bool ``(mb, nb)`` (shared), ``(*lead, mb, nb)`` (per problem, or a shared mask
+        that reads the (batch, head) index), or a shape that broadcasts to the latter."""
         if self.shared is not None:
             return self.shared.block(rows, cols)
         assert self.per_problem is not None

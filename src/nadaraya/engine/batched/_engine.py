@@ -167,7 +167,7 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         fused = (f"the dot form of the {kernel.name} kernel would lose precision here "
                  f"(error bound {kernel.dot_error:.1e})")
     elif block_mask is not None and not (isinstance(mask, Causal) and mask.offset == 0):
-        per = block_mask.per_problem is not None
+        per = block_mask.per_problem is not None or (mask is not None and mask.reads_index)
         size = m * n * (math.prod(lead) if per else 1) * 4
         if size > get_config().working_memory * 2**20:
             fused = "the mask would have to be materialised beyond the working-memory budget"
