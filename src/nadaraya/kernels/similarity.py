@@ -54,19 +54,28 @@ def _bilinear(similarity: Kernel) -> bool:
 
 
 def unit_rows(x: torch.Tensor) -> torch.Tensor:
-    """Rows of ``x`` ``(..., d)`` divided by their norm (zero rows stay zero).
+    """Rows of ``x`` ``(..., d)`` divided by their norm (zero rows stay zero, gradient 0).
 
     Each row is first divided by a power of two near its largest magnitude:
     the norm of a row near the dtype's largest number would overflow (and
     give zeros), that of a subnormal row underflow (and give infinities).
+    Half precisions are normalised in float32 and rounded once: the gradient
+    of that division by a power of two (``2^18`` for rows near ``4e-6``)
+    would overflow float16 on its way back even where the true gradient is 0.
     """
     if x.numel() == 0:
         return x
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return unit_rows(x.float()).to(x.dtype)
     top = x.detach().abs().amax(dim=-1, keepdim=True)
-    top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
+    zero = top == 0
+    top = torch.where(torch.isfinite(top) & ~zero, top, torch.ones_like(top))
     _, exponent = torch.frexp(top)
     x = x / torch.ldexp(torch.ones_like(top), exponent - 1)
-    return torch.nn.functional.normalize(x, dim=-1)
+    out = torch.nn.functional.normalize(x, dim=-1)
+    # a zero row has no direction: it stays zero, with no gradient (normalize's would be
+    # 1 / its eps, 1e12, which overflows half precisions on the way back)
+    return torch.where(zero, out.detach(), out) if bool(zero.any()) else out
 
 
 class Cosine(SignedKernel):
