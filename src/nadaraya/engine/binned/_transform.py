@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
+from pathlib import Path
 
 import numpy as np
 import scipy.fft
 
+from .. import native
 from ._envelope import box_radii, envelope
 from ._plan import Grid
 from ._profiles import Profile
 
 __all__ = ["bin_keys", "convolve", "interpolate", "kernel_quadrants", "norms"]
+
+_SOURCE = Path(__file__).parent / "binning.c"
 
 
 def _corners(i: np.ndarray, f: np.ndarray,
@@ -26,7 +31,7 @@ def _corners(i: np.ndarray, f: np.ndarray,
 
 
 def bin_keys(grid: Grid, keys: np.ndarray, values: np.ndarray,
-             rows: int | None = None) -> tuple[np.ndarray, int]:
+             rows: int | None = None, *, compiled: bool = True) -> tuple[np.ndarray, int]:
     """Linear binning of the weights 1 and of each value column.
 
     Parameters
@@ -36,6 +41,10 @@ def bin_keys(grid: Grid, keys: np.ndarray, values: np.ndarray,
     rows : int, optional
         Keys binned at a time (default: all); each block's products are summed
         per node and added to the masses, so memory is ``O(rows)`` beyond them.
+    compiled : bool, default True
+        In one dimension, bin with the compiled loop (``binning.c``) where it
+        is available: one pass per column, ``O(grid)`` memory, the sums of
+        the NumPy path in one block (``rows`` is then not used).
 
     Returns
     -------
@@ -48,8 +57,19 @@ def bin_keys(grid: Grid, keys: np.ndarray, values: np.ndarray,
         roundings: adding a block's zero is exact).
     """
     size = math.prod(grid.nodes)
-    masses = np.zeros((values.shape[1] + 1, size))
     n = keys.shape[0]
+    lib = _library() if compiled and grid.d == 1 and size >= 2 else None
+    if lib is not None:  # one pass per column in C, the same sums as below
+        masses = np.empty((values.shape[1] + 1, size))
+        x = np.ascontiguousarray(keys[:, 0], dtype=np.float64)
+        v = np.ascontiguousarray(values, dtype=np.float64)
+        scratch = np.empty(size)
+        lib.nadaraya_linbin1(n, v.shape[1], x.ctypes.data, v.ctypes.data,
+                             float(grid.origin[0]), float(grid.delta), size,
+                             masses.ctypes.data, scratch.ctypes.data)
+        del scratch
+        return masses.reshape(-1, *grid.nodes), _crowd(masses[0], grid)
+    masses = np.zeros((values.shape[1] + 1, size))
     step = max(1, n if rows is None else rows)
     for start in range(0, n, step):
         t = keys[start:start + step] - grid.origin
@@ -64,12 +84,26 @@ def bin_keys(grid: Grid, keys: np.ndarray, values: np.ndarray,
             for offset, weight in corners:
                 w = weight if c == 0 else np.multiply(weight, part[:, c - 1], out=product)
                 masses[c, offset:] += np.bincount(flat, w, minlength=size)[: size - offset]
+    return masses.reshape(-1, *grid.nodes), _crowd(masses[0], grid)
+
+
+def _crowd(ones: np.ndarray, grid: Grid) -> int:
+    """At least the most keys in one cell, from the binned weights 1 ``(size,)``."""
     # a cell's keys put all their weight on its corners
-    cell = masses[0].reshape(grid.nodes)
+    cell = ones.reshape(grid.nodes)
     for axis in range(grid.d):
         cell = np.delete(cell, -1, axis) + np.delete(cell, 0, axis)
-    crowd = math.ceil(float(cell.max()) * (1.0 + 1e-9)) + 1 if cell.size else 1
-    return masses.reshape(-1, *grid.nodes), crowd
+    return math.ceil(float(cell.max()) * (1.0 + 1e-9)) + 1 if cell.size else 1
+
+
+def _library() -> ctypes.CDLL | None:
+    """The compiled binning loop (``binning.c``), or None without native code."""
+    lib = native.library(_SOURCE)
+    if lib is not None and lib.nadaraya_linbin1.argtypes is None:
+        p, i, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+        lib.nadaraya_linbin1.argtypes = [i, i, p, p, d, d, i, p, p]
+        lib.nadaraya_linbin1.restype = None
+    return lib
 
 
 def kernel_quadrants(profile: Profile, grid: Grid,
