@@ -356,6 +356,14 @@ class NadarayaWatsonRegressor(_KernelRegressor):
     >>> model = NadarayaWatsonRegressor().fit(x, y)
     >>> 0.1 < model.bandwidth_ < 1.0
     True
+
+    Mixed data from a DataFrame (a ``category`` column is unordered):
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"x": x[:, 0], "shop": pd.Categorical(rng.choice(["a", "b"], 200))})
+    >>> model = NadarayaWatsonRegressor().fit(df, y + (df["shop"] == "a"))
+    >>> model.feature_names_in_.tolist(), list(model.irrelevant_)
+    (['x', 'shop'], [])
     """
 
     def __init__(self, kernel: Any = "gaussian", bandwidth: Any = "cv", *, mask: Any = None,
