@@ -18,6 +18,7 @@ import numpy as np
 from .._errors import NadarayaError
 from . import _frame
 from ._loo import CRITERIA
+from ._mixed import LOGIT_BOUND
 from ._search import SearchResult, coordinate_search
 
 __all__ = ["RULES", "DataSummary", "check_bandwidth", "rule_bandwidth", "rule_from",
@@ -26,8 +27,13 @@ __all__ = ["RULES", "DataSummary", "check_bandwidth", "rule_bandwidth", "rule_fr
 RULES = ("scott", "silverman")
 
 
-def check_bandwidth(bandwidth: Any, n_features: int | None = None) -> Any:
-    """Validate ``bandwidth=``; return a criterion/rule name, None, or an ndarray."""
+def check_bandwidth(bandwidth: Any, n_features: int | None = None, *,
+                    allow_zero: bool = False) -> Any:
+    """Validate ``bandwidth=``; return a criterion/rule name, None, or an ndarray.
+
+    ``allow_zero``: zeros pass (the lambda of a categorical feature; the
+    caller checks each feature's range).
+    """
     if bandwidth is None:
         return None
     if isinstance(bandwidth, str):
@@ -45,7 +51,8 @@ def check_bandwidth(bandwidth: Any, n_features: int | None = None) -> Any:
             f"bandwidth must be a positive number, a vector of them or a method name; "
             f"got {bandwidth!r}."
         ) from None
-    if h.ndim > 1 or h.size == 0 or np.isnan(h).any() or not (h > 0).all():
+    if h.ndim > 1 or h.size == 0 or np.isnan(h).any() or not (
+            (h >= 0) if allow_zero else (h > 0)).all():
         raise NadarayaError(
             f"bandwidth must be > 0 (a number, or one per feature; inf smooths a feature "
             f"out); got {bandwidth!r}. Pass e.g. bandwidth=0.3 or bandwidth='cv'."
@@ -136,8 +143,8 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
                      X: Any, w: Any, *, scale: float = 1.0, xtol: float = 1e-4,
                      subsample: int | None = None,
                      summary: Callable[[Any, Any], DataSummary] | None = None,
-                     take: Callable[[Any, np.ndarray], np.ndarray] | None = None
-                     ) -> SearchResult:
+                     take: Callable[[Any, np.ndarray], np.ndarray] | None = None,
+                     discrete: np.ndarray | None = None) -> SearchResult:
     """Search the bandwidth minimising a criterion (per feature when X has several).
 
     The start is ``1.06 sd n^(-1/(d+4))`` per feature (weighted sd, ``n`` the
@@ -177,23 +184,32 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
     take : callable, optional
         ``take(a, rows)`` gives the rows ``rows`` of ``X`` or ``w`` as an
         ndarray; default ``a[rows]``.
+    discrete : ndarray of bool, shape (n_features,), optional
+        Categorical features: their coordinate is the pseudo-bandwidth
+        ``e^t``, ``t = logit(lambda / upper)`` in ``[-LOGIT_BOUND, LOGIT_BOUND]``
+        (see :mod:`._mixed`), started at ``t = 0``; the objective receives it
+        as is. A feature with one level gets ``inf`` (smoothed out).
     """
+    discrete = np.zeros(X.shape[1], dtype=bool) if discrete is None else discrete
     n, d = X.shape
     subsample = SUBSAMPLE if subsample is None else subsample
     summary = summarize if summary is None else summary
     if n > 2 * subsample:
         rows = np.sort(np.random.RandomState(0).choice(n, subsample, replace=False))
         Xs, ws = (X[rows], w[rows]) if take is None else (take(X, rows), take(w, rows))
-        first = _search(objective_for(rows), summarize(Xs, ws), scale=scale, xtol=1e-2)
+        first = _search(objective_for(rows), summarize(Xs, ws), scale=scale, xtol=1e-2,
+                        discrete=discrete)
         whole = summary(X, w)
         factor = math.exp((_frame.log_sum(ws) - whole.log_n) / (d + 4))
         result = _search(objective_for(None), whole, scale=scale, xtol=max(xtol, 1e-3),
-                         start=first.bandwidth * factor)
+                         start=first.bandwidth * np.where(discrete, 1.0, factor),
+                         discrete=discrete)
         result.history = first.history + result.history
         result.subsample = len(first.history)
         result.converged = first.converged and result.converged
         return result
-    return _search(objective_for(None), summary(X, w), scale=scale, xtol=xtol)
+    return _search(objective_for(None), summary(X, w), scale=scale, xtol=xtol,
+                   discrete=discrete)
 
 
 @dataclass
@@ -226,14 +242,19 @@ def summarize(X: np.ndarray, w: np.ndarray) -> DataSummary:
 
 
 def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
-            scale: float, xtol: float, start: np.ndarray | None = None) -> SearchResult:
+            scale: float, xtol: float, start: np.ndarray | None = None,
+            discrete: np.ndarray | None = None) -> SearchResult:
     sd, span, gaps = data.sd, data.span, data.gaps
     d = span.shape[0]
+    discrete = np.zeros(d, dtype=bool) if discrete is None else discrete
     log_n = data.log_n  # the total weight, which may lie beyond the float range
     active = span > 0
     lower = np.where(active, np.maximum(gaps / 4.0, 1e-9 * span), 1.0)
     upper = np.where(active, 100.0 * span, 1.0)
+    lower = np.where(discrete, math.exp(-LOGIT_BOUND), lower)
+    upper = np.where(discrete, math.exp(LOGIT_BOUND), upper)
     h0 = 1.06 * sd * math.exp(-log_n / (4 + d)) if start is None else start
+    h0 = np.where(discrete & (start is None), 1.0, h0)
     h0 = np.where(active, np.clip(np.nan_to_num(h0, posinf=np.inf), lower, upper), 1.0)
     # Criteria are compared to twelve digits of the target's scale, so that rounding
     # (the order of the rows, repeated rows versus weights) does not steer the search.
@@ -255,6 +276,21 @@ def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
     else:
         result = coordinate_search(full, h0, lower, upper, active, xtol=xtol, refine=True,
                                    step=0.05, common=common, max_evaluations=budget)
+    for f in np.flatnonzero(discrete & active):
+        # the ends of lambda (each level alone; smoothed out) where the criterion is flat
+        # toward them: the search may stop short of a bound it would not gain from
+        for end in (lower[f], upper[f]):
+            if result.bandwidth[f] == end or not math.isfinite(result.score):
+                continue
+            h = result.bandwidth.copy()
+            h[f] = end
+            value = full(h)
+            result.history.append((h, value, int(f)))
+            if value <= result.score:
+                result.bandwidth, result.score = h, value
+                result.at_bound = sorted(set(result.at_bound) | {int(f)})
+    result.smoothed_out = sorted(int(f) for f in np.flatnonzero(
+        ~active | (result.bandwidth >= upper * (1.0 - 1e-12))))
     result.bandwidth = np.where(active, result.bandwidth, np.inf)
     for i, (h, value, f) in enumerate(result.history):
         result.history[i] = (np.where(active, h, np.inf), value, f)

@@ -35,6 +35,7 @@ from ._design import LocalDesign, _powers, moment_bits, moment_shift
 from ._direct import DirectRows, LocalRows, solve_exact
 from ._kernel import KernelSpec, check_kernel, is_named_radial, make_spec
 from ._loo import CRITERIA, LooFit, criterion_value, loo_fit
+from ._mixed import MixedTypes, mixed_types
 
 __all__ = ["KernelSmoother", "query_rows"]
 
@@ -61,6 +62,11 @@ def query_rows(X: np.ndarray, keys: np.ndarray, targets: np.ndarray, omega: np.n
 
 class KernelSmoother(BaseEstimator):
     """Base class of the kernel smoothers (not for direct use)."""
+
+    #: Feature types given at fit (a string of 'c', 'u', 'o'; None: all continuous) ...
+    _types: str | None = None
+    #: ... and, with categorical features, their kernels and levels (see :mod:`._mixed`).
+    _mixed: MixedTypes | None = None
 
     def _degree(self) -> int:
         return 0
@@ -90,7 +96,10 @@ class KernelSmoother(BaseEstimator):
                 f"empty must be one of {', '.join(map(repr, EMPTY_POLICIES))}; "
                 f"got {self.empty!r}."
             )
-        h = check_bandwidth(self.bandwidth, n_features)
+        discrete = self._types is not None and set(self._types) - {"c"}
+        h = check_bandwidth(self.bandwidth, n_features, allow_zero=bool(discrete))
+        if discrete:
+            return h  # checked per feature against the fitted levels (_mixed)
         if not is_named_radial(self.kernel) and h is not None:
             raise NadarayaError(
                 f"bandwidth={self.bandwidth!r} needs a radial kernel given by name "
@@ -118,7 +127,13 @@ class KernelSmoother(BaseEstimator):
         degree = self._degree()
         spread = np.where(spread > 0, spread, 1.0)
         scale = spread if h is None else np.where(np.isfinite(h), np.minimum(h, spread), spread)
-        shift = moment_shift(top[None, :], scale, degree)
+        if self._mixed is not None:
+            # categorical features enter the kernel only (local constant in them, Li and
+            # Racine 2004): an infinite scale puts them at z = 0 in every monomial
+            discrete = self._mixed.discrete
+            top = np.where(discrete, 0.0, top)
+            scale = np.where(discrete, np.inf, scale)
+        shift = moment_shift(top[None, :], np.where(np.isfinite(scale), scale, 1.0), degree)
         if shift and self.mask is not None:
             least = float(np.max(top / np.ldexp(1.0, moment_bits(degree))))
             raise NadarayaError(
@@ -136,7 +151,7 @@ class KernelSmoother(BaseEstimator):
     def _loo(self, X: np.ndarray, Y: np.ndarray, w: np.ndarray, h: np.ndarray | None,
              full: bool = True) -> tuple[LooFit, LocalDesign, np.ndarray]:
         """A leave-one-out pass on targets ``Y`` and weights ``w`` in their frames."""
-        spec = make_spec(self.kernel, h, X.shape[1])
+        spec = make_spec(self.kernel, h, X.shape[1], self._mixed)
         design = self._design(X, w, h)
         wv = w if self._weighted else None
         values = design.values(X, Y, wv)
@@ -155,6 +170,10 @@ class KernelSmoother(BaseEstimator):
                                 "positive weight.")
         self._weighted = sample_weight is not None
         X, Y, w = X[keep], Y[keep], w[keep]
+        self._mixed = mixed_types(self._types, getattr(self, "ukernel", "aitchison-aitken"),
+                                  getattr(self, "okernel", "li-racine"), X)
+        if self._mixed is not None:
+            h_param = self._mixed.check_bandwidth(h_param, self.bandwidth, self.kernel)
         self._warn_scale(X.shape[0], isinstance(h_param, str) and h_param in CRITERIA)
         d = X.shape[1]
         # targets and weights in their power-of-two frames (exact; see ._frame)
@@ -165,6 +184,7 @@ class KernelSmoother(BaseEstimator):
         self._w_unit = _frame.unit(w_exp)
         self.cv_results_ = None
         kept: dict[str, Any] = {}  # the best full-data pass of a search, reused at the end
+        smoothed: list[int] = []  # features a search left at their upper bound
         if isinstance(h_param, str) and h_param in CRITERIA:
             if X.shape[0] < 2:
                 raise NadarayaError(
@@ -173,16 +193,27 @@ class KernelSmoother(BaseEstimator):
                 )
             name = h_param
 
+            mixed = self._mixed
+
             def objective_for(rows: np.ndarray | None) -> Any:
                 if rows is None:
-                    return self._objective(name, X, Y, omega, kept)
-                return self._objective(name, X[rows], Y[rows], omega[rows])
+                    objective = self._objective(name, X, Y, omega, kept)
+                else:
+                    objective = self._objective(name, X[rows], Y[rows], omega[rows])
+                if mixed is None:
+                    return objective
+                return lambda s: objective(mixed.from_search(s))
 
             # criteria are compared on the targets' frame, where they never overflow
             _, spread = weighted_spread(Y, w)
             scale = 1.0 if name == "aicc" else float(np.mean(spread**2))
-            result = search_bandwidth(objective_for, X, w, scale=scale)
+            result = search_bandwidth(objective_for, X, w, scale=scale,
+                                      discrete=None if mixed is None else mixed.discrete)
+            if mixed is not None:
+                result.bandwidth = mixed.from_search(result.bandwidth)
+                result.history = [(mixed.from_search(b), v, f) for b, v, f in result.history]
             h = result.bandwidth
+            smoothed = result.smoothed_out
             self._record_search(result, name, d)
         elif isinstance(h_param, str) and h_param in RULES:
             h = rule_bandwidth(h_param, X, w)
@@ -201,14 +232,34 @@ class KernelSmoother(BaseEstimator):
         self._omega = omega if self._weighted else None  # in the frame where 1 is _w_unit
         self._values = values
         self._design_ = design
-        self._spec = make_spec(self.kernel, h, d)
+        self._spec = make_spec(self.kernel, h, d, self._mixed)
         self._loo_fit = fit
         scalar = h is not None and (d == 1 or (not isinstance(h_param, str)
                                                 and np.ndim(h_param) == 0))
         self.bandwidth_ = None if h is None else (float(h[0]) if scalar else h.copy())
+        self.irrelevant_ = self._irrelevant(h, smoothed, d)
         self.effective_dof_ = float(np.sum(fit.diag))
         cv = criterion_value("cv", fit, Y, self._omega, unit=self._w_unit)
         self.cv_score_ = float(self._out(cv, power=2))
+
+    def _irrelevant(self, h: np.ndarray | None, smoothed: list[int], d: int) -> np.ndarray:
+        """Names of the features smoothed out (Hall, Li and Racine 2007), shape ``(k,)``.
+
+        An infinite bandwidth, a categorical feature's lambda at the upper end
+        of its range, or a continuous bandwidth a search left at its upper bound
+        (100 times the feature's range: the kernel then varies by less than
+        ``5e-5`` across the data).
+        """
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            names = np.array([f"x{j}" for j in range(d)], dtype=object)
+        if h is None:
+            return names[:0].copy()
+        out = ~np.isfinite(h)
+        out[list(smoothed)] = True
+        if self._mixed is not None:
+            out |= self._mixed.smoothed_out(h)
+        return names[out].copy()
 
     def _objective(self, name: str, X: np.ndarray, Y: np.ndarray, omega: np.ndarray,
                    kept: dict[str, Any] | None = None) -> Any:

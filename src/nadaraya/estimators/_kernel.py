@@ -90,7 +90,8 @@ class KernelSpec:
 _SQUARE_SCALE = {"gaussian": 2.0**-0.5, "laplacian": 0.5, "uniform": 1.0}
 
 
-def make_spec(kernel: Any, bandwidth: np.ndarray | None, n_features: int) -> KernelSpec:
+def make_spec(kernel: Any, bandwidth: np.ndarray | None, n_features: int,
+              mixed: Any = None) -> KernelSpec:
     """Build the spec for a kernel name and a per-feature bandwidth.
 
     Parameters
@@ -101,7 +102,13 @@ def make_spec(kernel: Any, bandwidth: np.ndarray | None, n_features: int) -> Ker
     bandwidth : ndarray of shape (n_features,) or None
         Positive; ``inf`` drops a feature from the kernel.
     n_features : int
+    mixed : MixedTypes or None
+        The features' types (:mod:`._mixed`): then ``bandwidth`` holds ``h`` for
+        the continuous features and ``lambda`` for the categorical ones, and
+        the kernel is their product.
     """
+    if mixed is not None:
+        return mixed.kernel_spec(kernel.lower(), bandwidth)
     if not is_named_radial(kernel):
         if bandwidth is not None:
             raise NadarayaError(

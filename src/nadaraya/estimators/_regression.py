@@ -12,6 +12,8 @@ from .._errors import NadarayaError
 from . import _dask
 from ._base import KernelSmoother
 from ._direct import solve_rows
+from ._mixed import check_var_types
+from ._tabular import all_numeric, code_fit, code_predict, frame_types, is_frame
 from ._uncertainty import (
     bootstrap_deviations,
     check_level,
@@ -34,7 +36,22 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         return tags
 
     def _validate_X(self, X: Any) -> np.ndarray:
+        coding = getattr(self, "_coding", None)
+        if coding is not None and is_frame(X):
+            X = code_predict(X, coding)
         return validate_data(self, X, reset=False, dtype=np.float64)
+
+    def _code(self, X: Any) -> Any:
+        """``X`` with categorical columns as codes; sets ``_types`` and ``_coding``."""
+        self._coding = None
+        if is_frame(X):
+            types = check_var_types(self.var_types, X.shape[1]) or frame_types(X)
+            if set(types) - {"c"} or not all_numeric(X):
+                X, self._coding = code_fit(X, types)
+        else:
+            types = self.var_types
+        self._types = types
+        return X
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, persist: bool = False) -> Any:
         """Choose the bandwidth (if asked to) and store the training data.
@@ -61,8 +78,22 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         self
         """
         if _dask.any_dask(X, y, sample_weight):
-            return _dask.fit_regressor(self, X, y, sample_weight, persist)
+            if self.var_types is not None and set(str(self.var_types)) - {"c"}:
+                raise NadarayaError(
+                    f"var_types={self.var_types!r}: categorical features are not available "
+                    "with Dask inputs; compute the data into memory (e.g. X.compute()) or "
+                    "give every feature 'c'."
+                )
+            self._types = self._mixed = self._coding = None
+            self = _dask.fit_regressor(self, X, y, sample_weight, persist)
+            h = self.bandwidth_
+            self.irrelevant_ = self._irrelevant(
+                None if h is None else np.broadcast_to(h, (self.n_features_in_,)).copy(), [],
+                self.n_features_in_)
+            return self
+        X = self._code(X)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
+        self._types = check_var_types(self._types, X.shape[1])
         self._y_1d = y.ndim == 1
         Y = y[:, None] if self._y_1d else y
         self._n_outputs = Y.shape[1]
@@ -232,11 +263,37 @@ class NadarayaWatsonRegressor(_KernelRegressor):
         bound (the fast Gauss transform or binned sums: O(n) rather than
         O(n^2) per evaluation). None: exact sums; a fit far beyond the
         exact engines' reach then warns, naming this parameter.
+    var_types : str or None, default None
+        The type of each feature, one letter each as in statsmodels'
+        ``var_type``: ``'c'`` continuous, ``'u'`` unordered categorical,
+        ``'o'`` ordered categorical (integer ranks). None: every feature is
+        continuous, or, for a pandas DataFrame, the types its dtypes give
+        (``category`` unordered, ordered categorical ordered, bool unordered,
+        numbers continuous; object and string columns are refused: say
+        ``astype("category")``). Categorical features enter the kernel only,
+        through ``ukernel`` or ``okernel``; their entry of ``bandwidth`` is the
+        smoothing parameter ``lambda`` (0: each level on its own; the upper end of
+        its range: the feature is smoothed out). See Notes.
+    ukernel : {"aitchison-aitken", "li-racine"}, default "aitchison-aitken"
+        Kernel of the unordered features (R np's ``ukertype``, whose default
+        this is): :class:`~nadaraya.kernels.AitchisonAitken` (``lambda`` in
+        ``[0, (c - 1) / c]``, ``c`` levels among the training rows) or
+        :class:`~nadaraya.kernels.LiRacine` (``lambda`` in ``[0, 1]``). Both
+        give a regression the same family of fits (a level apart weighs
+        ``lambda / ((c - 1)(1 - lambda))`` or ``lambda`` of the query's own); only
+        the scale of ``lambda`` differs.
+    okernel : {"li-racine", "wang-van-ryzin"}, default "li-racine"
+        Kernel of the ordered features (R np's ``okertype``, whose default this
+        is for regression): :class:`~nadaraya.kernels.LiRacineOrdered`
+        (``lambda ** |gap|``, ``lambda`` in ``[0, 1]``) or
+        :class:`~nadaraya.kernels.WangVanRyzin` (``lambda`` in ``[0, 1)``; it
+        cannot smooth a feature out).
 
     Attributes
     ----------
     bandwidth_ : float or ndarray of shape (n_features,)
-        The bandwidth used.
+        The bandwidth used: ``h`` of each continuous feature, ``lambda`` of each
+        categorical one.
     cv_results_ : dict or None
         Every evaluation of the bandwidth search: ``"bandwidth"``,
         ``"score"``, ``"feature"`` (searched feature; -1 for a move of all of
@@ -251,11 +308,37 @@ class NadarayaWatsonRegressor(_KernelRegressor):
     residual_variance_ : float or ndarray of shape (n_outputs,)
         ``RSS / (n - trace(S))`` (NaN when ``trace(S) >= n``).
     X_fit_ : ndarray of shape (n_train, n_features)
-        Training points (rows with zero weight dropped).
+        Training points (rows with zero weight dropped); categorical features
+        as codes.
+    irrelevant_ : ndarray of str, shape (n_irrelevant,)
+        Features smoothed out of the fit (Hall, Li and Racine 2007): an
+        infinite bandwidth, a categorical ``lambda`` at the upper end of its
+        range, or a continuous bandwidth the search left at its upper bound
+        (100 times the feature's range, where the kernel varies by less than
+        ``5e-5`` across the data). Named by ``feature_names_in_`` (else ``x0``,
+        ``x1``, ...).
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only for a DataFrame whose column names are strings.
 
     Notes
     -----
+    Mixed data (``var_types``, or a DataFrame with categorical columns): the
+    kernel is the product of the continuous kernel on the continuous features
+    and Li and Racine's categorical kernels on the others, as in R's
+    ``npreg`` and statsmodels' ``KernelReg``; ``bandwidth="cv"`` searches every
+    ``h`` and ``lambda`` jointly (``lambda`` on ``logit(lambda / upper)``, its ends
+    reached exactly), and a ``lambda`` at its upper end reports the feature in
+    :attr:`irrelevant_`. A DataFrame's categories are coded at ``fit`` and
+    ``predict`` codes its queries with the same levels, by value; a level
+    ``predict`` sees that the column did not have at ``fit`` is refused by
+    column and level (a level among the column's categories at ``fit`` but
+    absent from its rows gets its weight from ``lambda`` alone, as does a code
+    unseen at ``fit`` in a numeric array), and so are missing values in a
+    categorical column. Local polynomial fits are polynomial in the
+    continuous features only (local constant in the categorical ones, Li and
+    Racine 2004).
+
     Targets of any magnitude give the fit of their rescaled copies: the fit
     works on them divided by a power of two, and so it does on the sample
     weights, whose scale changes no prediction. A squared quantity beyond the
@@ -273,17 +356,29 @@ class NadarayaWatsonRegressor(_KernelRegressor):
     >>> model = NadarayaWatsonRegressor().fit(x, y)
     >>> 0.1 < model.bandwidth_ < 1.0
     True
+
+    Mixed data from a DataFrame (a ``category`` column is unordered):
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"x": x[:, 0], "shop": pd.Categorical(rng.choice(["a", "b"], 200))})
+    >>> model = NadarayaWatsonRegressor().fit(df, y + (df["shop"] == "a"))
+    >>> model.feature_names_in_.tolist(), list(model.irrelevant_)
+    (['x', 'shop'], [])
     """
 
     def __init__(self, kernel: Any = "gaussian", bandwidth: Any = "cv", *, mask: Any = None,
                  engine: str = "auto", empty: str = "raise",
-                 tolerance: float | None = None) -> None:
+                 tolerance: float | None = None, var_types: str | None = None,
+                 ukernel: str = "aitchison-aitken", okernel: str = "li-racine") -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.mask = mask
         self.engine = engine
         self.empty = empty
         self.tolerance = tolerance
+        self.var_types = var_types
+        self.ukernel = ukernel
+        self.okernel = okernel
 
 
 class LocalPolynomialRegressor(_KernelRegressor):
@@ -318,8 +413,11 @@ class LocalPolynomialRegressor(_KernelRegressor):
     ----------
     degree : int, default 1
         Degree of the local polynomial (0 is Nadaraya-Watson).
-    kernel, bandwidth, mask, engine, empty, tolerance
-        As in :class:`NadarayaWatsonRegressor`.
+    kernel, bandwidth, mask, engine, empty, tolerance, var_types, ukernel, okernel
+        As in :class:`NadarayaWatsonRegressor`. Categorical features enter the
+        kernel only: the polynomial is in the continuous features (Li and
+        Racine 2004; statsmodels' ``KernelReg`` puts the categorical codes in it
+        too).
     ridge : float, default 0.0
         Tikhonov term added to the local covariance of the monomials, in
         coordinates scaled by the bandwidth (slopes only, never the
@@ -329,6 +427,8 @@ class LocalPolynomialRegressor(_KernelRegressor):
     Attributes
     ----------
     bandwidth_, cv_results_, cv_score_, effective_dof_, residual_variance_, X_fit_
+        As in :class:`NadarayaWatsonRegressor`.
+    irrelevant_, n_features_in_, feature_names_in_
         As in :class:`NadarayaWatsonRegressor`.
 
     Examples
@@ -343,7 +443,9 @@ class LocalPolynomialRegressor(_KernelRegressor):
 
     def __init__(self, degree: int = 1, kernel: Any = "gaussian", bandwidth: Any = "cv", *,
                  ridge: float = 0.0, mask: Any = None, engine: str = "auto",
-                 empty: str = "raise", tolerance: float | None = None) -> None:
+                 empty: str = "raise", tolerance: float | None = None,
+                 var_types: str | None = None, ukernel: str = "aitchison-aitken",
+                 okernel: str = "li-racine") -> None:
         self.degree = degree
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -352,6 +454,9 @@ class LocalPolynomialRegressor(_KernelRegressor):
         self.engine = engine
         self.empty = empty
         self.tolerance = tolerance
+        self.var_types = var_types
+        self.ukernel = ukernel
+        self.okernel = okernel
 
     def _degree(self) -> int:
         if not (isinstance(self.degree, int | np.integer) and not isinstance(self.degree, bool)

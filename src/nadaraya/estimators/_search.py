@@ -45,6 +45,8 @@ class SearchResult:
         subsample of the rows; 0 when the search used all rows throughout.
     converged : bool
         False when the budget of evaluations ended the search before it settled.
+    smoothed_out : list of int
+        Features the search left at their upper bound, or constant (given ``inf``).
     """
 
     bandwidth: np.ndarray
@@ -53,6 +55,7 @@ class SearchResult:
     at_bound: list[int] = field(default_factory=list)
     subsample: int = 0
     converged: bool = True
+    smoothed_out: list[int] = field(default_factory=list)
 
 
 class _Exhausted(Exception):
