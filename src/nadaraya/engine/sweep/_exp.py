@@ -11,7 +11,10 @@ and from one key ``k'`` to the next point ``x`` at distance ``g``
 (Hofmeyr, "Fast exact evaluation of univariate kernel sums", 2019); the keys
 right of ``x`` likewise, sweeping the other way. The sweeps are O(n + m) after
 sorting (``expsweep.c``: three passes over blocks of keys, two of them run
-side by side in threads).
+side by side in threads). Keys and queries are read through their sorted
+orders (the queries' a group at a time), and each query's result is written
+to its own row; the memory beyond the inputs is the two outputs, the orders
+and the blocks' carries.
 
 Stability. Every factor is positive (``e^{-g}``, ``g^(a-b)``, the binomials),
 so no step cancels: rounding errors stay relative to ``sum_k K |v_k|``, as in
@@ -51,8 +54,15 @@ import numpy as np
 
 from ..._errors import NadarayaError
 from ._native import load, pointer
+from ._order import search
 
-__all__ = ["ExpKernel", "block_size", "chain_length", "exp_sums"]
+__all__ = ["ExpKernel", "ExpSweep", "block_size", "chain_length"]
+
+# The fewest keys per block (see block_size).
+MIN_BLOCK = 64
+# Queries of a block are swept at most this many at a time (each thread's scratch holds one
+# chunk); a block's right-to-left sweep starts again for each chunk.
+QUERY_CHUNK = 4096
 
 
 class ExpKernel:
@@ -67,8 +77,9 @@ class ExpKernel:
 
 
 def block_size(n: int) -> int:
-    """Keys per block: ``max(64, ceil(sqrt n))`` balances the two chains of the error bound."""
-    return max(64, math.isqrt(max(n - 1, 0)) + 1)
+    """Keys per block: ``max(MIN_BLOCK, ceil(sqrt n))`` balances the two chains of the error
+    bound."""
+    return max(MIN_BLOCK, math.isqrt(max(n - 1, 0)) + 1)
 
 
 def chain_length(n: int) -> int:
@@ -88,67 +99,100 @@ def _pieces(work: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
 
 
-def exp_sums(kernel: ExpKernel, keys: np.ndarray, values: np.ndarray, queries: np.ndarray,
-             run: Callable[..., list], parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Log-offsets, weight sums and weighted value sums of sorted queries.
+class ExpSweep:
+    """The keys' side of the sweeps, once: blocks of sorted keys and their carries.
+
+    :meth:`evaluate` then sums any queries, a group at a time, writing each
+    query's log-sum of weights and weighted means to its own row.
 
     Parameters
     ----------
     kernel : ExpKernel
     keys : numpy.ndarray of shape (n,)
-        Sorted key positions (prepared: unit bandwidth), float64.
+        Key positions (prepared: unit bandwidth), float64, in any order.
+    key_order : numpy.ndarray of shape (n,), int32 or int64, or None
+        Their sorted order (:func:`~._order.sort_order`; None: sorted).
     values : numpy.ndarray of shape (n, p)
-        The keys' values in the same order, float64, contiguous.
-    queries : numpy.ndarray of shape (m,)
-        Sorted query positions, float64.
+        The keys' values in the keys' order, float64, contiguous.
     run : callable
         ``run(fn, blocks)`` gives ``[fn(b) for b in blocks]``, in threads or in turn
         (:func:`~nadaraya.engine._threads.map_blocks`).
     parts : int
         How many pieces to split the blocks into (threads).
-
-    Returns
-    -------
-    offset, total, acc : numpy.ndarray of shapes (m,), (m,), (m, p)
-        ``sum_k K v_k = exp(offset) * acc`` and ``sum_k K = exp(offset) * total``.
     """
-    lib = load("expsweep")
-    assert lib is not None  # the engine refuses jobs without native code
-    n, p, m = keys.shape[0], values.shape[1], queries.shape[0]
-    deg, scale = kernel.degree, kernel.scale
-    size = block_size(n)
-    nb = -(-n // size)
-    width = (deg + 1) * (p + 1)
-    qs = np.empty(nb + 1, dtype=np.int64)
-    qs[0], qs[nb] = 0, m
-    qs[1:nb] = np.searchsorted(queries, keys[size::size][: nb - 1], side="left")
-    gaps, before, after = np.empty(n), np.empty(n), np.empty(n)
-    lf, rf = np.empty((nb, width)), np.empty((nb, width))
-    cl, cr = np.empty((nb, width)), np.empty((nb, width))
-    coef = np.array(kernel.coef, dtype=np.float64)
-    offset, total, acc = np.empty(m), np.empty(m), np.empty((m, p))
-    work = np.minimum(size, n - size * np.arange(nb)) + np.diff(qs)
-    pieces = _pieces(work, parts)
-    kp, vp, qp = pointer(keys), pointer(values), pointer(queries)
 
-    def finals(piece: tuple[int, int]) -> None:
-        lib.nadaraya_exp_finals(n, p, deg, scale, kp, vp, size, piece[0], piece[1],
-                                pointer(gaps), pointer(before), pointer(after), pointer(lf),
-                                pointer(rf))
+    def __init__(self, kernel: ExpKernel, keys: np.ndarray, key_order: np.ndarray | None,
+                 values: np.ndarray, run: Callable[..., list], parts: int) -> None:
+        lib = load("expsweep")
+        assert lib is not None  # the engine refuses jobs without native code
+        self.lib, self.kernel, self.run, self.parts = lib, kernel, run, parts
+        self.keys, self.key_order, self.values = keys, key_order, values
+        n, p = keys.shape[0], values.shape[1]
+        self.size = size = block_size(n)
+        self.nb = nb = -(-n // size)
+        width = (kernel.degree + 1) * (p + 1)
+        self.coef = np.array(kernel.coef, dtype=np.float64)
+        # the first key of blocks 1 .. nb - 1
+        starts = np.arange(size, n, size)[: nb - 1]
+        self.starts = keys[starts if key_order is None else key_order[starts]]
+        lf, rf = np.empty((nb, width)), np.empty((nb, width))
+        self.cl, self.cr = np.empty((nb, width)), np.empty((nb, width))
+        wide = int(key_order is not None and key_order.dtype == np.int64)
 
-    def evaluate(piece: tuple[int, int]) -> int:
-        return lib.nadaraya_exp_eval(n, p, deg, scale, pointer(coef), kp, vp, qp, pointer(qs),
-                                     size, nb, piece[0], piece[1], pointer(gaps),
-                                     pointer(before), pointer(after), pointer(cl), pointer(cr),
-                                     pointer(offset), pointer(total), pointer(acc))
+        def finals(piece: tuple[int, int]) -> int:
+            return lib.nadaraya_exp_finals(n, p, kernel.degree, kernel.scale, pointer(keys),
+                                           pointer(values), pointer(key_order), wide, size,
+                                           piece[0], piece[1], pointer(lf), pointer(rf))
 
-    run(finals, pieces)
-    lib.nadaraya_exp_carries(n, p, deg, scale, kp, size, nb, pointer(lf), pointer(rf),
-                             pointer(cl), pointer(cr))
-    if any(code != 0 for code in run(evaluate, pieces)):
+        work = np.minimum(size, n - size * np.arange(nb))
+        if any(code != 0 for code in run(finals, _pieces(work, parts))):
+            self._no_memory(0)
+        lib.nadaraya_exp_carries(n, p, kernel.degree, kernel.scale, pointer(keys),
+                                 pointer(key_order), wide, size, nb, pointer(lf), pointer(rf),
+                                 pointer(self.cl), pointer(self.cr))
+
+    def evaluate(self, queries: np.ndarray, order: np.ndarray | None, lse: np.ndarray,
+                 mean: np.ndarray) -> None:
+        """Sum the queries ``queries[order]`` (every query when None: sorted queries).
+
+        Parameters
+        ----------
+        queries : numpy.ndarray of shape (m,)
+            Query positions, float64, in any order.
+        order : numpy.ndarray of shape (m_g,), or None
+            The rows to sum, in ascending order of position, with entries of the keys'
+            order's width where both exist.
+        lse, mean : numpy.ndarray of shapes (m,), (m, p)
+            Where ``log sum_k K`` and ``sum_k K v_k / sum_k K`` go, at each summed
+            query's row (every query has weight: its nearest key's, at least,
+            relative to its log-offset).
+        """
+        keys, key_order, values, kernel = self.keys, self.key_order, self.values, self.kernel
+        n, p, nb, size = keys.shape[0], values.shape[1], self.nb, self.size
+        count = queries.shape[0] if order is None else order.shape[0]
+        chunk = max(1, QUERY_CHUNK)
+        wide = int(any(o is not None and o.dtype == np.int64 for o in (key_order, order)))
+        qs = np.empty(nb + 1, dtype=np.int64)
+        qs[0], qs[nb] = 0, count
+        qs[1:nb] = search(queries, order, self.starts, "left")
+        have = np.diff(qs)
+        work = np.where(have > 0, np.minimum(size, n - size * np.arange(nb)), 0) + have
+
+        def evaluate(piece: tuple[int, int]) -> int:
+            return self.lib.nadaraya_exp_eval(
+                n, p, kernel.degree, kernel.scale, pointer(self.coef), pointer(keys),
+                pointer(values), pointer(key_order), pointer(queries), pointer(order), wide,
+                pointer(qs), size, nb, piece[0], piece[1], chunk, pointer(self.cl),
+                pointer(self.cr), pointer(lse), pointer(mean))
+
+        if any(code != 0 for code in self.run(evaluate, _pieces(work, self.parts))):
+            self._no_memory(chunk)
+
+    def _no_memory(self, chunk: int) -> None:
+        p, width = self.values.shape[1], self.cl.shape[1]
+        per_thread = 8 * (self.size * (p + 4) + chunk * (2 * p + 6) + 2 * width)
         raise NadarayaError(
-            f"the sweep over {n} keys could not allocate its scratch memory (about "
-            f"{8 * (p + 3) * int(np.diff(qs).max())} bytes per thread). Free memory or smooth "
-            "fewer value columns at a time."
+            f"the sweep over {self.keys.shape[0]} keys could not allocate its scratch memory "
+            f"(about {per_thread} bytes per thread). Free memory or smooth fewer value columns "
+            "at a time."
         )
-    return offset, total, acc
