@@ -10,7 +10,7 @@ would take longer than sorting (see :func:`worth_it`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from .._state import MeanState
 from .._threads import map_blocks
 from ._exp import ExpKernel, ExpSweep
 from ._native import unavailable
-from ._order import groups, is_wide, sort_order
+from ._order import GROUP, Groups, is_wide
 from ._window import to_means, window_sums
 
 __all__ = ["SweepEngine", "worth_it"]
@@ -42,10 +42,6 @@ PAIRS_PER_POINT = 300.0
 MIN_PAIRS = 3e5
 # Below this many points the blocks run in turn: threads cost more than they save.
 _SERIAL_POINTS = 2**16
-# Queries are sorted and swept in groups of about this many (by position), so that one
-# group's order (4 bytes a query) exists at a time.
-QUERY_GROUP = 2**21
-
 
 def worth_it(m: int, n: int) -> bool:
     """Whether sweeping beats summing every pair: ``m n > PAIRS_PER_POINT (m + n) + MIN_PAIRS``."""
@@ -107,30 +103,22 @@ class SweepEngine:
 
         keys, queries = _positions(job.kernel.k), _positions(job.kernel.q)
         wide = is_wide(job.n, job.m)
-        key_order = sort_order(keys, wide)
         values = np.ascontiguousarray(job.values.detach().to(torch.float64).numpy())
         threads = max(1, torch.get_num_threads())
         kernel = job.kernel.kernel
-        # the results go straight to each query's row, a group of queries at a time
+        # the results go straight to each query's row, a group of keys or queries at a time
         lse, mean = np.zeros(job.m), np.zeros((job.m, job.p))
-        if job.m == job.n and torch.equal(job.kernel.q, job.kernel.k):
-            in_groups: Iterable[np.ndarray | None] = [key_order]  # smoothing the keys
-        else:
-            in_groups = groups(queries, wide, QUERY_GROUP)
         if type(kernel) in _EXP:
-            sweep = ExpSweep(_EXP[type(kernel)], keys, key_order, values, each, threads)
-            for order in in_groups:
-                sweep.evaluate(queries, order, lse, mean)
-                del order  # before the next group's
-            empty = 0  # every query has weight: its nearest key's, relative to its offset
+            sweep = ExpSweep(_EXP[type(kernel)], keys, Groups(keys, wide, GROUP), values, each,
+                             threads)
+            sweep.evaluate(queries, lse, mean)
+            del sweep
+            empty = 0  # every query has weight: its nearest key's, at least
         else:
-            name, single = _WINDOW[type(kernel)], job.dtype == torch.float32
-            for order in in_groups:
-                window_sums(name, keys, key_order, values, queries, order, single, each,
-                            threads, lse, mean)
-                del order
+            window_sums(_WINDOW[type(kernel)], keys, values, queries,
+                        Groups(queries, wide, GROUP), job.dtype == torch.float32, each, threads,
+                        lse, mean)
             empty = to_means(lse, mean)  # the sums become log-sums and means, in place
-        del key_order, in_groups  # before a float32 job's copies
         offset = torch.from_numpy(lse).to(job.dtype)
         total = (torch.isfinite(offset).to(job.dtype) if empty
                  else torch.ones((), dtype=job.dtype).expand(job.m))

@@ -54,7 +54,7 @@ import numpy as np
 
 from ..._errors import NadarayaError
 from ._native import load, pointer
-from ._order import search
+from ._order import GROUP, Groups, rows_between, search
 
 __all__ = ["ExpKernel", "ExpSweep", "block_size", "chain_length"]
 
@@ -83,9 +83,13 @@ def block_size(n: int) -> int:
 
 
 def chain_length(n: int) -> int:
-    """``L``: the most steps one weight takes from its key to a query (see the bound above)."""
+    """``L``: the most steps one weight takes from its key to a query (see the bound above).
+
+    The blocks number at most ``ceil(n / B)`` plus one per group of keys (each group's
+    last block may be short).
+    """
     b = block_size(n)
-    return b + -(-n // b) + 1
+    return b + -(-n // b) + -(-n // max(1, GROUP)) + 1
 
 
 def _pieces(work: np.ndarray, parts: int) -> list[tuple[int, int]]:
@@ -102,16 +106,19 @@ def _pieces(work: np.ndarray, parts: int) -> list[tuple[int, int]]:
 class ExpSweep:
     """The keys' side of the sweeps, once: blocks of sorted keys and their carries.
 
-    :meth:`evaluate` then sums any queries, a group at a time, writing each
-    query's log-sum of weights and weighted means to its own row.
+    The keys go a group at a time (:class:`~._order.Groups`): each group's sorted
+    keys in blocks of :func:`block_size` (its last block may be shorter), the
+    blocks of all groups chained along the line. :meth:`evaluate` then sums the
+    queries, those of one group of keys at a time, writing each query's log-sum
+    of weights and weighted means to its own row.
 
     Parameters
     ----------
     kernel : ExpKernel
     keys : numpy.ndarray of shape (n,)
         Key positions (prepared: unit bandwidth), float64, in any order.
-    key_order : numpy.ndarray of shape (n,), int32 or int64, or None
-        Their sorted order (:func:`~._order.sort_order`; None: sorted).
+    key_groups : Groups
+        The keys in groups by position.
     values : numpy.ndarray of shape (n, p)
         The keys' values in the keys' order, float64, contiguous.
     run : callable
@@ -121,76 +128,107 @@ class ExpSweep:
         How many pieces to split the blocks into (threads).
     """
 
-    def __init__(self, kernel: ExpKernel, keys: np.ndarray, key_order: np.ndarray | None,
+    def __init__(self, kernel: ExpKernel, keys: np.ndarray, key_groups: Groups,
                  values: np.ndarray, run: Callable[..., list], parts: int) -> None:
         lib = load("expsweep")
         assert lib is not None  # the engine refuses jobs without native code
         self.lib, self.kernel, self.run, self.parts = lib, kernel, run, parts
-        self.keys, self.key_order, self.values = keys, key_order, values
-        n, p = keys.shape[0], values.shape[1]
+        self.keys, self.key_groups, self.values = keys, key_groups, values
+        n, p, deg = keys.shape[0], values.shape[1], kernel.degree
         self.size = size = block_size(n)
-        self.nb = nb = -(-n // size)
-        width = (kernel.degree + 1) * (p + 1)
-        self.coef = np.array(kernel.coef, dtype=np.float64)
-        # the first key of blocks 1 .. nb - 1
-        starts = np.arange(size, n, size)[: nb - 1]
-        self.starts = keys[starts if key_order is None else key_order[starts]]
-        lf, rf = np.empty((nb, width)), np.empty((nb, width))
-        self.cl, self.cr = np.empty((nb, width)), np.empty((nb, width))
-        wide = int(key_order is not None and key_order.dtype == np.int64)
+        self.width = width = (deg + 1) * (p + 1)
+        self.wide = int(key_groups.wide)
+        # per group: its index, its first block among all and its blocks; each block's
+        # first and last key; the blocks' own states (left to right, right to left)
+        self.spans: list[tuple[int, int, int]] = []
+        firsts, lasts, lfs, rfs = [], [], [], []
+        self.kept: np.ndarray | None = None
+        blocks = 0
+        for g in range(len(key_groups)):
+            order = key_groups.order(g)
+            count = order.shape[0]
+            if count == 0:
+                continue
+            nb = -(-count // size)
+            lf, rf = np.empty((nb, width)), np.empty((nb, width))
 
-        def finals(piece: tuple[int, int]) -> int:
-            return lib.nadaraya_exp_finals(n, p, kernel.degree, kernel.scale, pointer(keys),
-                                           pointer(values), pointer(key_order), wide, size,
-                                           piece[0], piece[1], pointer(lf), pointer(rf))
+            def finals(piece: tuple[int, int], order: np.ndarray = order, count: int = count,
+                       lf: np.ndarray = lf, rf: np.ndarray = rf) -> int:
+                return lib.nadaraya_exp_finals(count, p, deg, kernel.scale, pointer(keys),
+                                               pointer(values), pointer(order), self.wide,
+                                               size, piece[0], piece[1], pointer(lf),
+                                               pointer(rf))
 
-        work = np.minimum(size, n - size * np.arange(nb))
-        if any(code != 0 for code in run(finals, _pieces(work, parts))):
-            self._no_memory(0)
-        lib.nadaraya_exp_carries(n, p, kernel.degree, kernel.scale, pointer(keys),
-                                 pointer(key_order), wide, size, nb, pointer(lf), pointer(rf),
-                                 pointer(self.cl), pointer(self.cr))
+            work = np.minimum(size, count - size * np.arange(nb))
+            if any(code != 0 for code in run(finals, _pieces(work, parts))):
+                self._no_memory(0)
+            firsts.append(keys[order[::size]])
+            lasts.append(keys[order[np.minimum(np.arange(1, nb + 1) * size, count) - 1]])
+            lfs.append(lf)
+            rfs.append(rf)
+            self.spans.append((g, blocks, nb))
+            blocks += nb
+            if len(key_groups) == 1:
+                self.kept = order  # one group: its order serves pass 3 as well
+            del order
+        self.first, self.last = np.concatenate(firsts), np.concatenate(lasts)
+        lf, rf = np.concatenate(lfs), np.concatenate(rfs)
+        del lfs, rfs
+        self.cl, self.cr = np.empty((blocks, width)), np.empty((blocks, width))
+        lib.nadaraya_exp_carries(p, deg, kernel.scale, pointer(self.first), pointer(self.last),
+                                 blocks, pointer(lf), pointer(rf), pointer(self.cl),
+                                 pointer(self.cr))
 
-    def evaluate(self, queries: np.ndarray, order: np.ndarray | None, lse: np.ndarray,
-                 mean: np.ndarray) -> None:
-        """Sum the queries ``queries[order]`` (every query when None: sorted queries).
+    def evaluate(self, queries: np.ndarray, lse: np.ndarray, mean: np.ndarray) -> None:
+        """Sum every query, the queries of one group of keys at a time.
 
         Parameters
         ----------
         queries : numpy.ndarray of shape (m,)
             Query positions, float64, in any order.
-        order : numpy.ndarray of shape (m_g,), or None
-            The rows to sum, in ascending order of position, with entries of the keys'
-            order's width where both exist.
         lse, mean : numpy.ndarray of shapes (m,), (m, p)
-            Where ``log sum_k K`` and ``sum_k K v_k / sum_k K`` go, at each summed
-            query's row (every query has weight: its nearest key's, at least,
-            relative to its log-offset).
+            Where ``log sum_k K`` and ``sum_k K v_k / sum_k K`` go, at each query's row
+            (every query has weight: its nearest key's, at least, relative to its
+            log-offset).
         """
-        keys, key_order, values, kernel = self.keys, self.key_order, self.values, self.kernel
-        n, p, nb, size = keys.shape[0], values.shape[1], self.nb, self.size
-        count = queries.shape[0] if order is None else order.shape[0]
+        keys, values, kernel, size = self.keys, self.values, self.kernel, self.size
+        p, nb_all = values.shape[1], self.first.shape[0]
         chunk = max(1, QUERY_CHUNK)
-        wide = int(any(o is not None and o.dtype == np.int64 for o in (key_order, order)))
-        qs = np.empty(nb + 1, dtype=np.int64)
-        qs[0], qs[nb] = 0, count
-        qs[1:nb] = search(queries, order, self.starts, "left")
-        have = np.diff(qs)
-        work = np.where(have > 0, np.minimum(size, n - size * np.arange(nb)), 0) + have
+        wide = self.wide
+        for i, (g, g0, nb) in enumerate(self.spans):
+            # the keys of the group, and the queries whose last key <= x is among them
+            order = self.kept if self.kept is not None else self.key_groups.order(g)
+            count = order.shape[0]
+            lo = -np.inf if i == 0 else float(self.first[g0])
+            hi = None if i + 1 == len(self.spans) else float(self.first[g0 + nb])
+            rows = rows_between(queries, lo, hi, bool(wide))
+            qs = np.empty(nb + 1, dtype=np.int64)
+            qs[0], qs[nb] = 0, rows.shape[0]
+            qs[1:nb] = search(queries, rows, self.first[g0 + 1:g0 + nb], "left")
+            have = np.diff(qs)
+            work = np.where(have > 0, np.minimum(size, count - size * np.arange(nb)), 0) + have
 
-        def evaluate(piece: tuple[int, int]) -> int:
-            return self.lib.nadaraya_exp_eval(
-                n, p, kernel.degree, kernel.scale, pointer(self.coef), pointer(keys),
-                pointer(values), pointer(key_order), pointer(queries), pointer(order), wide,
-                pointer(qs), size, nb, piece[0], piece[1], chunk, pointer(self.cl),
-                pointer(self.cr), pointer(lse), pointer(mean))
+            def evaluate(piece: tuple[int, int], order: np.ndarray = order,
+                         rows: np.ndarray = rows, qs: np.ndarray = qs, g0: int = g0,
+                         count: int = count) -> int:
+                return self.lib.nadaraya_exp_eval(
+                    count, p, kernel.degree, kernel.scale, pointer(self.coef), pointer(keys),
+                    pointer(values), pointer(order), pointer(queries), pointer(rows), wide,
+                    pointer(qs), size, g0, nb_all, piece[0], piece[1], chunk,
+                    pointer(self.first), pointer(self.last), pointer(self.cl),
+                    pointer(self.cr), pointer(lse), pointer(mean))
 
-        if any(code != 0 for code in self.run(evaluate, _pieces(work, self.parts))):
-            self._no_memory(chunk)
+            if any(code != 0 for code in self.run(evaluate, _pieces(work, self.parts))):
+                self._no_memory(chunk)
+            del order, rows
+
+    @property
+    def coef(self) -> np.ndarray:
+        return np.array(self.kernel.coef, dtype=np.float64)
 
     def _no_memory(self, chunk: int) -> None:
-        p, width = self.values.shape[1], self.cl.shape[1]
-        per_thread = 8 * (self.size * (p + 4) + chunk * (2 * p + 6) + 2 * width)
+        p = self.values.shape[1]
+        per_thread = 8 * (self.size * (p + 4) + chunk * (2 * p + 6) + 2 * self.width)
         raise NadarayaError(
             f"the sweep over {self.keys.shape[0]} keys could not allocate its scratch memory "
             f"(about {per_thread} bytes per thread). Free memory or smooth fewer value columns "

@@ -30,10 +30,9 @@ _SIGNATURES = {
     "expsweep": {
         "nadaraya_exp_neg": ([_I, _P, _P], None),
         "nadaraya_exp_finals": ([_I, _I, _INT, _D, _P, _P, _P, _INT, _I, _I, _I, _P, _P], _INT),
-        "nadaraya_exp_carries": ([_I, _I, _INT, _D, _P, _P, _INT, _I, _I, _P, _P, _P, _P],
-                                 None),
+        "nadaraya_exp_carries": ([_I, _INT, _D, _P, _P, _I, _P, _P, _P, _P], None),
         "nadaraya_exp_eval": ([_I, _I, _INT, _D, _P, _P, _P, _P, _P, _P, _INT, _P, _I, _I, _I,
-                               _I, _I, _P, _P, _P, _P], _INT),
+                               _I, _I, _I, _P, _P, _P, _P, _P, _P], _INT),
     },
     "window": {
         "nadaraya_window": ([_I, _I, _I, _INT, _INT, _INT, _P, _P, _P, _P, _P, _INT, _I, _I, _I,

@@ -54,7 +54,7 @@ import numpy as np
 from ..._config import get_config
 from ..._errors import NadarayaError
 from ._native import load, pointer
-from ._order import search
+from ._order import Groups, rows_between, search
 
 __all__ = ["GAMMA", "WINDOW_KERNELS", "to_means", "window_sums"]
 
@@ -90,26 +90,25 @@ def _widest(keys: np.ndarray, key_order: np.ndarray | None, queries: np.ndarray,
     return int((hi[1:] - lo[:-1]).max()) if sample.size > 1 else int(hi[0] - lo[0])
 
 
-def window_sums(name: str, keys: np.ndarray, key_order: np.ndarray | None, values: np.ndarray,
-                queries: np.ndarray, query_order: np.ndarray | None, single: bool,
-                run: Callable[..., list], parts: int, total: np.ndarray,
-                acc: np.ndarray) -> int:
-    """Add the weight sums and weighted value sums of queries over their windows to their rows.
+def window_sums(name: str, keys: np.ndarray, values: np.ndarray, queries: np.ndarray,
+                query_groups: Groups, single: bool, run: Callable[..., list], parts: int,
+                total: np.ndarray, acc: np.ndarray) -> int:
+    """Add the weight sums and weighted value sums of the queries to their rows.
+
+    The queries go a group at a time, each with the keys within reach of it
+    (support 1, widened for rounding), sorted.
 
     Parameters
     ----------
     name : {"uniform", "epanechnikov", "tricube"}
     keys : numpy.ndarray of shape (n,)
         Key positions (prepared: unit support), float64, in any order.
-    key_order : numpy.ndarray of shape (n,), int32 or int64, or None
-        Their sorted order (:func:`~._order.sort_order`; None: sorted).
     values : numpy.ndarray of shape (n, p)
         The keys' values in the keys' order, float64, contiguous.
     queries : numpy.ndarray of shape (m,)
         Query positions, float64, in any order.
-    query_order : numpy.ndarray of shape (m_g,), or None
-        The rows to sum, in ascending order of position (every query when None:
-        sorted queries), with entries of the keys' order's width where both exist.
+    query_groups : Groups
+        The queries in groups by position.
     single : bool
         Round differences to float32 before comparing them with the support
         (the dense engine's test for a float32 job).
@@ -117,22 +116,43 @@ def window_sums(name: str, keys: np.ndarray, key_order: np.ndarray | None, value
         ``run(fn, blocks)`` gives ``[fn(b) for b in blocks]``, in threads or in turn
         (:func:`~nadaraya.engine._threads.map_blocks`).
     parts : int
-        How many ranges of the sorted queries to split the work into (threads).
-
+        How many ranges of a group's sorted queries to split the work into (threads).
     total, acc : numpy.ndarray of shapes (m,), (m, p)
-        Zero where nothing was added yet; each summed query's sums are added to its
-        row (nothing where its window holds no key).
+        Zero where nothing was added yet; each query's sums are added to its row
+        (nothing where its window holds no key).
 
     Returns
     -------
     int
         Queries (half windows, for the tricube) summed directly.
     """
+    direct = 0
+    for g in range(len(query_groups)):
+        rows = query_groups.order(g)
+        if rows.shape[0] == 0:
+            continue
+        ends = queries[rows[[0, -1]]]
+        margin = 2.0**-20 + 2.0**-50 * np.abs(ends)
+        reach = rows_between(keys, float(ends[0] - 1.0 - margin[0]),
+                             float(np.nextafter(ends[1] + 1.0 + margin[1], np.inf)),
+                             query_groups.wide)
+        if reach.shape[0]:
+            direct += _group_sums(name, keys, reach, values, queries, rows, single, run, parts,
+                                  total, acc)
+        del rows, reach
+    return direct
+
+
+def _group_sums(name: str, keys: np.ndarray, key_order: np.ndarray, values: np.ndarray,
+                queries: np.ndarray, query_order: np.ndarray, single: bool,
+                run: Callable[..., list], parts: int, total: np.ndarray,
+                acc: np.ndarray) -> int:
+    """:func:`window_sums` of the queries ``query_order`` over the keys ``key_order`` (both
+    sorted rows; every key within reach of those queries among them)."""
     lib = load("window")
     assert lib is not None  # the engine refuses jobs without native code
     code, deg = WINDOW_KERNELS[name]
-    n, p = keys.shape[0], values.shape[1]
-    m = queries.shape[0] if query_order is None else query_order.shape[0]
+    n, p, m = key_order.shape[0], values.shape[1], query_order.shape[0]
     width = (deg + 1) * (p + 1)
     widest = _widest(keys, key_order, queries, query_order)
     pieces = max(1, min(parts, m))
@@ -144,7 +164,7 @@ def window_sums(name: str, keys: np.ndarray, key_order: np.ndarray | None, value
     halves = (1, 2) if name == "tricube" else (0,)
     span = _SPAN if name == "tricube" else 0.0
     bounds = np.linspace(0, m, pieces + 1).round().astype(np.int64)
-    wide = any(o is not None and o.dtype == np.int64 for o in (key_order, query_order))
+    wide = int(key_order.dtype == np.int64)
     kp, ko, vp = pointer(keys), pointer(key_order), pointer(values)
     qp, qo = pointer(queries), pointer(query_order)
 
@@ -154,7 +174,7 @@ def window_sums(name: str, keys: np.ndarray, key_order: np.ndarray | None, value
         for half in halves:
             q0, q1 = rows if half != 2 else (m - rows[1], m - rows[0])
             got = lib.nadaraya_window(n, m, p, code, half, int(single), kp, vp, ko, qp, qo,
-                                      int(wide), q0, q1, stride, span, pointer(slots), cap,
+                                      wide, q0, q1, stride, span, pointer(slots), cap,
                                       pointer(total), pointer(acc))
             if got < 0:
                 raise NadarayaError(

@@ -18,10 +18,12 @@
    farther anchors' weights to the nearest one is exponentiated.
 
    Keys and queries stay where the caller has them; each is read through its
-   sorted order (int32 entries, or int64 when `wide`; NULL: already sorted), and
-   each query's result is written to its own row, so no sorted copy and no
-   output in sorted order exists. Keys sorted ascending go in blocks of B, each
-   gathered into a scratch block of its own when a pass visits it. Pass 1
+   sorted order (int32 entries, or int64 when `wide`; NULL: already sorted), a
+   group of them at a time, and each query's result is written to its own row,
+   so no sorted copy and no output in sorted order exists. The keys of a group,
+   sorted ascending, go in blocks of B (the last one of a group may be
+   shorter), each gathered into a scratch block of its own when a pass visits
+   it; the blocks of all groups, in order along the line, are chained. Pass 1
    (nadaraya_exp_finals) sweeps each block alone, left to right and right to
    left; pass 2 (nadaraya_exp_carries) chains the blocks into carries: the
    state of every key before a block (at the key before it) and after it (at
@@ -251,21 +253,21 @@ INLINE int finals(i64 n, i64 p, int deg, double scale, const double *K, const do
 }
 
 /* Pass 2: CL[b] = every key before block b, at the key before it (zero for b = 0);
-   CR[b] = every key after block b, at the key after it (zero for the last block). */
-void nadaraya_exp_carries(i64 n, i64 p, int deg, double scale, const double *K, const void *ko,
-                          int wide, i64 B, i64 nb, const double *LF, const double *RF,
-                          double *CL, double *CR)
+   CR[b] = every key after block b, at the key after it (zero for the last block). Blocks
+   b = 0 .. nb - 1 in order along the line, first[b] and last[b] the positions of their
+   first and last keys. */
+void nadaraya_exp_carries(i64 p, int deg, double scale, const double *first, const double *last,
+                          i64 nb, const double *LF, const double *RF, double *CL, double *CR)
 {
     i64 P = p + 1, M = (deg + 1) * P;
-#define KEY(j) K[at(ko, wide, (j))]
     memset(CL, 0, sizeof(double) * (size_t)M);
     for (i64 b = 0; b + 1 < nb; b++) {
-        /* CL[b + 1] at key e_b - 1: CL[b] (at key s_b - 1) moved, plus block b itself */
-        i64 s = b * B, e = s + B;
+        /* CL[b + 1] at the last key of block b: CL[b] (at the last key of block b - 1)
+           moved, plus block b itself */
         double *next = CL + (b + 1) * M;
         memcpy(next, CL + b * M, sizeof(double) * (size_t)M);
         if (b > 0) {
-            double g = scale * (KEY(e - 1) - KEY(s - 1));
+            double g = scale * (last[b] - last[b - 1]);
             shift(next, deg, P, g, exp_neg(-g));
         }
         for (i64 i = 0; i < M; i++)
@@ -273,29 +275,31 @@ void nadaraya_exp_carries(i64 n, i64 p, int deg, double scale, const double *K, 
     }
     memset(CR + (nb - 1) * M, 0, sizeof(double) * (size_t)M);
     for (i64 b = nb - 1; b > 0; b--) {
-        /* CR[b - 1] at key s_b: CR[b] (at key e_b) moved, plus block b itself */
-        i64 s = b * B, e = s + B < n ? s + B : n;
+        /* CR[b - 1] at the first key of block b: CR[b] (at the first key of block b + 1)
+           moved, plus block b itself */
         double *next = CR + (b - 1) * M;
         memcpy(next, CR + b * M, sizeof(double) * (size_t)M);
         if (b + 1 < nb) {
-            double g = scale * (KEY(e) - KEY(s));
+            double g = scale * (first[b + 1] - first[b]);
             shift(next, deg, P, g, exp_neg(-g));
         }
         for (i64 i = 0; i < M; i++)
             next[i] += RF[b * M + i];
     }
-#undef KEY
 }
 
-/* Pass 3, blocks [b0, b1): the queries of ranks qs[b] .. qs[b+1]-1 in sorted order have their
-   nearest key on the left (the last key <= x) in block b (block 0 also takes queries left of
-   every key); they go `chunk` at a time. Writes each query's log-sum of weights to lse[row]
+/* Pass 3, blocks [b0, b1) of the n keys read through ko (a group of the keys, whose blocks
+   are blocks g0 .. of all nb, with their carries CL, CR and positions first, last): the
+   queries of ranks qs[b] .. qs[b+1]-1 in sorted order have their nearest key on the left
+   (the last key <= x) in block b (the first of all blocks also takes queries left of every
+   key); they go `chunk` at a time. Writes each query's log-sum of weights to lse[row]
    and its weighted means to mean[row * p + c], at the query's own row. Returns 0, or -1 when
    scratch memory could not be allocated. */
 INLINE int eval(i64 n, i64 p, int deg, double scale, const double *coef, const double *K,
                 const double *V, const void *ko, const double *Q, const void *qo, int wide,
-                const i64 *qs, i64 B, i64 nb, i64 b0, i64 b1, i64 chunk, const double *CL,
-                const double *CR, double *lse, double *mean)
+                const i64 *qs, i64 B, i64 g0, i64 nb, i64 b0, i64 b1, i64 chunk,
+                const double *first, const double *last, const double *CL, const double *CR,
+                double *lse, double *mean)
 {
     i64 P = p + 1, M = (deg + 1) * P;
     /* keys: positions, gap factors, factors to the keys around the block, values; the two
@@ -314,8 +318,9 @@ INLINE int eval(i64 n, i64 p, int deg, double scale, const double *coef, const d
         if (q0 == q1)
             continue;
         gather_block(p, scale, K, V, ko, wide, s, e, kb, vb, f);
-        const double *cl = b > 0 ? CL + b * M : NULL, *cr = b + 1 < nb ? CR + b * M : NULL;
-        double before = cl ? K[at(ko, wide, s - 1)] : 0.0, after = cr ? K[at(ko, wide, e)] : 0.0;
+        i64 gb = g0 + b; /* among all blocks */
+        const double *cl = gb > 0 ? CL + gb * M : NULL, *cr = gb + 1 < nb ? CR + gb * M : NULL;
+        double before = cl ? last[gb - 1] : 0.0, after = cr ? first[gb + 1] : 0.0;
         if (cl)
             for (i64 j = 0; j < len; j++)
                 al[j] = exp_neg(-scale * (kb[j] - before));
@@ -399,11 +404,12 @@ int nadaraya_exp_finals(i64 n, i64 p, int deg, double scale, const double *K, co
 
 int nadaraya_exp_eval(i64 n, i64 p, int deg, double scale, const double *coef, const double *K,
                       const double *V, const void *ko, const double *Q, const void *qo, int wide,
-                      const i64 *qs, i64 B, i64 nb, i64 b0, i64 b1, i64 chunk, const double *CL,
+                      const i64 *qs, i64 B, i64 g0, i64 nb, i64 b0, i64 b1, i64 chunk,
+                      const double *first, const double *last, const double *CL,
                       const double *CR, double *lse, double *mean)
 {
-#define EVAL(P_, D_) eval(n, P_, D_, scale, coef, K, V, ko, Q, qo, wide, qs, B, nb, b0, b1, \
-                          chunk, CL, CR, lse, mean)
+#define EVAL(P_, D_) eval(n, P_, D_, scale, coef, K, V, ko, Q, qo, wide, qs, B, g0, nb, b0, b1, \
+                          chunk, first, last, CL, CR, lse, mean)
     if (p == 1 && deg == 0)
         return EVAL(1, 0);
     if (p == 1 && deg == 1)

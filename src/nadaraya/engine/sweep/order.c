@@ -6,9 +6,11 @@
    (hi - lo)) rises with x, since rounding does), then each bucket alone: a few numbers by
    insertion, a larger bucket by buckets of its own range, a bucket that does not split
    (numbers spread over many scales, after MAX_DEPTH rounds) by an LSD radix sort of its
-   bits. Scratch: one index per number and a count per 16 numbers at the first round (4n
-   + n/2 bytes with int32 orders), held while its buckets are sorted, smaller ones
-   later; the radix sort's 32 bytes per number only for a bucket that got there.
+   bits. Each round scatters the numbers beside their indices, so the buckets are sorted
+   from memory they own, not read through the order. Scratch: an index, the number and
+   a count per 16 numbers at the first round (12.5n bytes with int32 orders), held while
+   its buckets are sorted, smaller ones later; the radix sort's 32 bytes per number only
+   for a bucket that got there.
 
    Numbers map to unsigned 64-bit integers of the same order (the sign bit set for
    non-negative numbers, every bit flipped for negative ones) for the radix sort; -0.0
@@ -65,14 +67,21 @@ int nadaraya_is_sorted(i64 n, const double *x)
     return 1;
 }
 
-/* idx[0..c) ordered by x[idx[.]], c <= LEAF_MAX: insertion on gathered numbers. */
-static void insertion(const double *x, void *idx, int wide, i64 c)
+/* The number of entry i: kx[i] when the numbers were gathered beside the entries, else
+   x[idx[i]]. */
+static inline double key_of(const double *x, const void *idx, int wide, const double *kx, i64 i)
+{
+    return kx ? kx[i] : x[get(idx, wide, i)];
+}
+
+/* idx[0..c) ordered by their numbers, c <= LEAF_MAX: insertion. */
+static void insertion(const double *x, void *idx, int wide, const double *kx, i64 c)
 {
     double key[LEAF_MAX];
     i64 at[LEAF_MAX];
     for (i64 i = 0; i < c; i++) {
         i64 j = get(idx, wide, i);
-        double v = x[j];
+        double v = key_of(x, idx, wide, kx, i);
         i64 k = i;
         for (; k > 0 && key[k - 1] > v; k--) {
             key[k] = key[k - 1];
@@ -85,9 +94,9 @@ static void insertion(const double *x, void *idx, int wide, i64 c)
         set(idx, wide, i, at[i]);
 }
 
-/* idx[0..c) ordered by x[idx[.]]: LSD radix sort of (bits, index) pairs, a byte at a time,
-   skipping the bytes every number shares. Returns 0, or -1 without memory. */
-static int radix(const double *x, void *idx, int wide, i64 c)
+/* idx[0..c) ordered by their numbers: LSD radix sort of (bits, index) pairs, a byte at a
+   time, skipping the bytes every number shares. Returns 0, or -1 without memory. */
+static int radix(const double *x, void *idx, int wide, const double *kx, i64 c)
 {
     uint64_t *ka = malloc(sizeof(uint64_t) * (size_t)c), *kb = malloc(sizeof(uint64_t) * (size_t)c);
     i64 *ia = malloc(sizeof(i64) * (size_t)c), *ib = malloc(sizeof(i64) * (size_t)c);
@@ -97,10 +106,9 @@ static int radix(const double *x, void *idx, int wide, i64 c)
         return -1;
     }
     for (i64 i = 0; i < c; i++) {
-        i64 j = get(idx, wide, i);
-        uint64_t k = ordered_bits(x[j]);
+        uint64_t k = ordered_bits(key_of(x, idx, wide, kx, i));
         ka[i] = k;
-        ia[i] = j;
+        ia[i] = get(idx, wide, i);
         for (int d = 0; d < PASSES; d++)
             hist[d * BUCKETS + ((k >> (d * 8)) & (BUCKETS - 1))]++;
     }
@@ -138,46 +146,52 @@ static inline i64 bucket(double v, double lo, double scale, i64 nb)
     return t < (double)nb ? (i64)t : nb - 1;
 }
 
-/* idx[0..c) ordered by x[idx[.]] (stable): buckets of the range, each sorted alone.
-   Buckets of at most `leaf` numbers go by insertion. Returns 0, or -1 without memory. */
-static int sort_range(const double *x, void *idx, int wide, i64 c, i64 leaf, int depth)
+/* idx[0..c) ordered by their numbers (kx[i] beside idx[i], or x[idx[i]] when kx is NULL),
+   stably: buckets of the range, each sorted alone, their numbers gathered beside their
+   entries. Buckets of at most `leaf` numbers go by insertion. Returns 0, or -1 without
+   memory. */
+static int sort_range(const double *x, void *idx, int wide, const double *kx, i64 c, i64 leaf,
+                      int depth)
 {
     if (c <= leaf)
-        return insertion(x, idx, wide, c), 0;
+        return insertion(x, idx, wide, kx, c), 0;
     double lo = INFINITY, hi = -INFINITY;
     for (i64 i = 0; i < c; i++) {
-        double v = x[get(idx, wide, i)];
+        double v = key_of(x, idx, wide, kx, i);
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
     }
     if (!(lo < hi))
         return 0; /* all equal: any order is sorted, and this one is the stable one */
     if (depth >= MAX_DEPTH || !(hi - lo < INFINITY))
-        return radix(x, idx, wide, c);
+        return radix(x, idx, wide, kx, c);
     i64 nb = c / PER_BUCKET > 2 ? c / PER_BUCKET : 2;
     double scale = (double)nb / (hi - lo);
     size_t width = wide ? sizeof(i64) : sizeof(int32_t);
-    /* one allocation for the bucket starts and the scattered indices, held through the
-       rounds below: a large one is mapped and unmapped whole, and no freed piece of it
-       stays resident in the allocator's heap */
-    i64 *start = calloc((size_t)nb + 1 + ((size_t)c * width + 7) / 8, sizeof(i64));
+    /* one allocation for the bucket starts, the numbers and the scattered entries, held
+       through the rounds below: a large one is mapped and unmapped whole, and no freed
+       piece of it stays resident in the allocator's heap */
+    i64 *start = calloc((size_t)(nb + 1 + c) + ((size_t)c * width + 7) / 8, sizeof(i64));
     if (!start)
         return -1;
-    void *tmp = start + nb + 1;
+    double *keys = (double *)(start + nb + 1);
+    void *tmp = keys + c;
     for (i64 i = 0; i < c; i++)
-        start[bucket(x[get(idx, wide, i)], lo, scale, nb) + 1]++;
+        start[bucket(key_of(x, idx, wide, kx, i), lo, scale, nb) + 1]++;
     for (i64 b = 0; b < nb; b++)
         start[b + 1] += start[b];
     for (i64 i = 0; i < c; i++) {
-        i64 j = get(idx, wide, i);
-        set(tmp, wide, start[bucket(x[j], lo, scale, nb)]++, j);
+        double v = key_of(x, idx, wide, kx, i);
+        i64 to = start[bucket(v, lo, scale, nb)]++;
+        keys[to] = v;
+        set(tmp, wide, to, get(idx, wide, i));
     }
     memcpy(idx, tmp, width * (size_t)c);
     /* start[b] is now the end of bucket b */
     int status = 0;
     for (i64 b = 0, a = 0; b < nb && status == 0; a = start[b], b++) {
         char *first = (char *)idx + width * (size_t)a;
-        status = sort_range(x, first, wide, start[b] - a, leaf, depth + 1);
+        status = sort_range(x, first, wide, keys + a, start[b] - a, leaf, depth + 1);
     }
     free(start);
     return status;
@@ -189,7 +203,7 @@ static int sort_range(const double *x, void *idx, int wide, i64 c, i64 leaf, int
 int nadaraya_sort_rows(i64 count, const double *x, void *rows, int wide, i64 leaf)
 {
     leaf = leaf < 1 ? 1 : leaf > LEAF_MAX ? LEAF_MAX : leaf;
-    return sort_range(x, rows, wide, count, leaf, 0);
+    return sort_range(x, rows, wide, NULL, count, leaf, 0);
 }
 
 /* The rows i of x[0..n) with lo <= x[i] < hi (lo <= x[i] when `last`), in ascending order of
