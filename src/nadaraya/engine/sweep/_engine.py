@@ -20,9 +20,10 @@ from ...kernels import Epanechnikov, Laplacian, Matern32, Matern52, Tricube, Uni
 from .._job import Job
 from .._state import MeanState
 from .._threads import map_blocks
+from . import _order
 from ._exp import ExpKernel, ExpSweep
 from ._native import unavailable
-from ._order import GROUP, Groups, is_wide
+from ._order import Groups, is_wide
 from ._window import to_means, window_sums
 
 __all__ = ["SweepEngine", "worth_it"]
@@ -109,15 +110,15 @@ class SweepEngine:
         # the results go straight to each query's row, a group of keys or queries at a time
         lse, mean = np.zeros(job.m), np.zeros((job.m, job.p))
         if type(kernel) in _EXP:
-            sweep = ExpSweep(_EXP[type(kernel)], keys, Groups(keys, wide, GROUP), values, each,
-                             threads)
+            key_groups = Groups(keys, wide, _order.GROUP)
+            sweep = ExpSweep(_EXP[type(kernel)], keys, key_groups, values, each, threads)
             sweep.evaluate(queries, lse, mean)
             del sweep
             empty = 0  # every query has weight: its nearest key's, at least
         else:
-            window_sums(_WINDOW[type(kernel)], keys, values, queries,
-                        Groups(queries, wide, GROUP), job.dtype == torch.float32, each, threads,
-                        lse, mean)
+            query_groups = Groups(queries, wide, _order.GROUP)
+            window_sums(_WINDOW[type(kernel)], keys, values, queries, query_groups,
+                        job.dtype == torch.float32, each, threads, lse, mean)
             empty = to_means(lse, mean)  # the sums become log-sums and means, in place
         offset = torch.from_numpy(lse).to(job.dtype)
         total = (torch.isfinite(offset).to(job.dtype) if empty

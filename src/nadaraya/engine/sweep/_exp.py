@@ -53,8 +53,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ..._errors import NadarayaError
+from . import _order
 from ._native import load, pointer
-from ._order import GROUP, Groups, rows_between, search
+from ._order import Groups, rows_between, search
 
 __all__ = ["ExpKernel", "ExpSweep", "block_size", "chain_length"]
 
@@ -89,7 +90,7 @@ def chain_length(n: int) -> int:
     last block may be short).
     """
     b = block_size(n)
-    return b + -(-n // b) + -(-n // max(1, GROUP)) + 1
+    return b + -(-n // b) + -(-n // max(1, _order.GROUP)) + 1
 
 
 def _pieces(work: np.ndarray, parts: int) -> list[tuple[int, int]]:
