@@ -23,8 +23,8 @@ _P, _I, _D, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_in
 _SIGNATURES = {
     "order": {
         "nadaraya_is_sorted": ([_I, _P], _INT),
-        "nadaraya_sort_rows": ([_I, _P, _P, _INT, _I], _INT),
-        "nadaraya_select": ([_I, _P, _D, _D, _INT, _INT, _P], _I),
+        "nadaraya_sort_rows": ([_I, _P, _P, _INT, _I, _P], _INT),
+        "nadaraya_select": ([_I, _P, _D, _D, _INT, _INT, _P, _I, _P], _I),
         "nadaraya_search": ([_I, _P, _P, _INT, _I, _P, _INT, _P], None),
     },
     "expsweep": {

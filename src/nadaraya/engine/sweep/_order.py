@@ -53,15 +53,17 @@ def sort_order(x: np.ndarray, wide: bool) -> np.ndarray | None:
     assert lib is not None  # the engine refuses jobs without native code
     if lib.nadaraya_is_sorted(x.shape[0], pointer(x)):
         return None
-    return _sorted_rows(x, np.arange(x.shape[0], dtype=np.int64 if wide else np.int32))
+    return _sorted_rows(x, np.arange(x.shape[0], dtype=np.int64 if wide else np.int32), x)
 
 
-def _sorted_rows(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``rows`` (indices into ``x``) reordered in place so that ``x[rows]`` ascends, stably."""
+def _sorted_rows(x: np.ndarray, rows: np.ndarray, at: np.ndarray | None) -> np.ndarray:
+    """``rows`` (indices into ``x``) reordered in place so that ``x[rows]`` ascends, stably;
+    ``at = x[rows]``, contiguous, is read instead of ``x`` where given."""
     lib = load("order")
     assert lib is not None
     wide = int(rows.dtype == np.int64)
-    if lib.nadaraya_sort_rows(rows.shape[0], pointer(x), pointer(rows), wide, LEAF) != 0:
+    if lib.nadaraya_sort_rows(rows.shape[0], pointer(x), pointer(rows), wide, LEAF,
+                              pointer(at)) != 0:
         raise NadarayaError(
             f"sorting {rows.shape[0]} points needs about "
             f"{(rows.itemsize + 8.5) * rows.shape[0] / 2**20:.0f} MiB of scratch memory, which "
@@ -81,10 +83,15 @@ def rows_between(x: np.ndarray, lo: float, hi: float | None, wide: bool) -> np.n
     lib = load("order")
     assert lib is not None
     last, top = (1, np.inf) if hi is None else (0, hi)
-    count = lib.nadaraya_select(x.shape[0], pointer(x), lo, top, last, int(wide), None)
+    count = lib.nadaraya_select(x.shape[0], pointer(x), lo, top, last, int(wide), None, 0,
+                                None)
     rows = np.empty(count, dtype=np.int64 if wide else np.int32)
-    lib.nadaraya_select(x.shape[0], pointer(x), lo, top, last, int(wide), pointer(rows))
-    return _sorted_rows(x, rows)
+    # the positions gathered beside the rows sort faster (read in order, not through the
+    # rows), for 8 bytes a point more: up to a group's worth
+    at = np.empty(count) if count <= GROUP else None
+    lib.nadaraya_select(x.shape[0], pointer(x), lo, top, last, int(wide), pointer(rows), count,
+                        pointer(at))
+    return _sorted_rows(x, rows, at)
 
 
 class Groups:

@@ -198,26 +198,49 @@ static int sort_range(const double *x, void *idx, int wide, const double *kx, i6
 }
 
 /* rows[0..count) (indices into x, int32 or int64 entries) reordered so that x[rows[.]]
-   ascends, stably. Buckets of at most `leaf` numbers (at most LEAF_MAX) are sorted by
-   insertion. Returns 0, or -1 when scratch memory could not be allocated. */
-int nadaraya_sort_rows(i64 count, const double *x, void *rows, int wide, i64 leaf)
+   ascends, stably; kx[i] = x[rows[i]] when given (read instead of x: contiguous). Buckets
+   of at most `leaf` numbers (at most LEAF_MAX) are sorted by insertion. Returns 0, or -1
+   when scratch memory could not be allocated. */
+int nadaraya_sort_rows(i64 count, const double *x, void *rows, int wide, i64 leaf,
+                       const double *kx)
 {
     leaf = leaf < 1 ? 1 : leaf > LEAF_MAX ? LEAF_MAX : leaf;
-    return sort_range(x, rows, wide, NULL, count, leaf, 0);
+    return sort_range(x, rows, wide, kx, count, leaf, 0);
 }
 
 /* The rows i of x[0..n) with lo <= x[i] < hi (lo <= x[i] when `last`), in ascending order of
-   i, into rows (int32 or int64 entries; NULL: only counted). Returns how many. */
+   i: their number (rows NULL), or the first `room` of them into rows (int32 or int64
+   entries) and their numbers into vals (when given). Neither loop branches on the points: the count vectorizes, and the fill writes
+   every row at the next place, moving on past the rows that are in. */
 i64 nadaraya_select(i64 n, const double *x, double lo, double hi, int last, int wide,
-                    void *rows)
+                    void *rows, i64 room, double *vals)
 {
+    int all = last != 0;
     i64 count = 0;
-    for (i64 i = 0; i < n; i++)
-        if (x[i] >= lo && (last || x[i] < hi)) {
-            if (rows)
-                set(rows, wide, count, i);
-            count++;
+    if (!rows) {
+        for (i64 i = 0; i < n; i++)
+            count += (x[i] >= lo) & (all | (x[i] < hi));
+        return count;
+    }
+    if (vals) {
+        for (i64 i = 0; i < n && count < room; i++) {
+            set(rows, wide, count, i);
+            vals[count] = x[i];
+            count += (x[i] >= lo) & (all | (x[i] < hi));
         }
+    } else if (wide) {
+        i64 *r = rows;
+        for (i64 i = 0; i < n && count < room; i++) {
+            r[count] = i;
+            count += (x[i] >= lo) & (all | (x[i] < hi));
+        }
+    } else {
+        int32_t *r = rows;
+        for (i64 i = 0; i < n && count < room; i++) {
+            r[count] = (int32_t)i;
+            count += (x[i] >= lo) & (all | (x[i] < hi));
+        }
+    }
     return count;
 }
 
