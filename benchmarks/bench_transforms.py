@@ -15,7 +15,8 @@ same way, n = m. Cases (``--cases``):
   at 1e-10 and 1e-4 (the method ``smooth`` chooses), Gaussian binned at 1e-4
   (``engine="binned"``), Laplacian and Epanechnikov exact (the sweeps); each
   row is followed by the memory it held against the issue's target
-  (:data:`TARGET_MB`, 500 MB).
+  (:data:`TARGET_MB`, 500 MB). ``--kernels laplacian,epanechnikov`` keeps the
+  sweeps alone.
 
 Ours is the public API, ``nadaraya.smooth(queries, keys, values, kernel,
 bandwidth=h, tolerance=tol)``; ``nadaraya.explain(..., tolerance=tol)`` names
@@ -341,6 +342,8 @@ def run_case(name: str, case: Case, args: argparse.Namespace, tmp: Path) -> None
         n = m = int(size)
         for kernel, tolerances, *more in case.groups:
             engine = more[0] if more else "auto"
+            if args.kernels and kernel not in args.kernels:
+                continue
             if args.tolerances and tolerances != (None,):
                 tolerances = tuple(args.tolerances)
             for h in args.bandwidths or case.bandwidths:
@@ -417,6 +420,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="small sizes (1e4; 1e5 for the 1e7 cases): checks that all runs")
     parser.add_argument("--bandwidths", type=_floats, default=None,
                         help="h values for every case chosen (default: each case's own)")
+    parser.add_argument("--kernels", default=None,
+                        help="comma-separated kernels to run, of gaussian, laplacian, "
+                             "epanechnikov (default: each case's own; --cases memory "
+                             "--kernels laplacian,epanechnikov runs the sweeps alone)")
     parser.add_argument("--tolerances", type=_floats, default=None,
                         help="our tolerances for the Gaussian cases (default: each case's own)")
     parser.add_argument("--peers", default=",".join(PEERS),
@@ -438,6 +445,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(child(json.loads(args.child))))
         return
     args.peers = [] if args.peers == "none" else args.peers.split(",")
+    args.kernels = args.kernels.split(",") if args.kernels else None
     if args.max_pairs is None:
         args.max_pairs = 1e9 if args.quick else 1e11
     unknown = [c for c in args.cases.split(",") if c not in CASES]

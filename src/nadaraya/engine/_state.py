@@ -84,13 +84,15 @@ class MeanState(SmoothState):
 
     ``total`` is 1 on every row with weight and 0 on empty rows (it may be a
     zero-stride view when no row is empty), so :meth:`mean` is ``acc``; the
-    certified methods return their results this way, one ``(m, p)`` array in
-    the job's dtype instead of sums and scales. ``offset`` is ``log sum_j K``
-    (the log-sum itself, as ``total`` is 1) when the run kept it
-    (``keeps_offset``; for ``return_lse`` and ``normalize=False``); otherwise it
-    is a zero-stride placeholder and :attr:`lse` raises. The state owns ``acc``:
-    :func:`~nadaraya.engine.unnormalized._engine.finish` turns it into the output in
-    place, block by block, so finishing allocates no second ``(m, p)`` array.
+    certified methods and the sweeps return their results this way, one
+    ``(m, p)`` array in the job's dtype instead of sums and scales. ``offset``
+    is ``log sum_j K`` (the log-sum itself, as ``total`` is 1) when the run
+    kept it (``keeps_offset``; for ``return_lse`` and ``normalize=False``;
+    always for the sweeps), and then the state merges as any other; otherwise
+    it is a zero-stride placeholder, and :attr:`lse` and :meth:`merge` raise.
+    The state owns ``acc``: :func:`~nadaraya.engine.unnormalized.finish`
+    turns it into the output in place, block by block, so finishing allocates
+    no second ``(m, p)`` array.
 
     Attributes
     ----------
@@ -108,5 +110,12 @@ class MeanState(SmoothState):
         return self.offset + torch.log(self.total)
 
     def merge(self, other: SmoothState) -> SmoothState:
-        """Means do not merge: a mean state is a finished result, not a partial one."""
-        raise TypeError("a MeanState holds finished means; merge the states before dividing")
+        """Combine with a state over disjoint keys, where both kept their log-sums.
+
+        Means with their log-sums are a state like any other (offset ``log sum K``,
+        total 1); means without them are a finished result, not a partial one.
+        """
+        if not (self.keeps_offset and getattr(other, "keeps_offset", True)):
+            raise TypeError("a MeanState without its log-sums (keeps_offset=False) holds "
+                            "finished means; merge the states before dividing")
+        return SmoothState(self.offset, self.total, self.acc).merge(other)

@@ -19,7 +19,7 @@ from nadaraya import masks as M
 from nadaraya.engine import native
 from nadaraya.engine.sweep import worth_it
 from nadaraya.engine.sweep._native import load, pointer
-from nadaraya.engine.sweep._order import sort_points
+from nadaraya.engine.sweep._order import sort_order
 
 from . import test_exp, test_window
 from ._helpers import EXP, WINDOW, any_size, need_native, skip_without_extended
@@ -154,23 +154,23 @@ def test_smoothing_the_keys_themselves(kernel: str, rng: np.random.Generator) ->
     (test_exp.check if kernel in EXP else test_window.check)(kernel, keys, keys, values, 0.3)
 
 
-def test_sorting_matches_numpy(rng: np.random.Generator) -> None:
+@pytest.mark.parametrize("wide", [False, True])
+def test_sorting_matches_numpy(wide: bool, rng: np.random.Generator) -> None:
     need_native()
     tiny = np.finfo(np.float64).tiny
     x = np.concatenate([rng.standard_normal(5000) * 10.0 ** rng.integers(-300, 300, 5000),
                         [0.0, -0.0, tiny / 4, -tiny / 4, 1e308, -1e308],
                         np.repeat(rng.standard_normal(20), 50)])
     rng.shuffle(x)
-    s = sort_points(x)
-    assert s.order is not None
-    np.testing.assert_array_equal(s.points, np.sort(x))
-    np.testing.assert_array_equal(x[s.order], s.points)
-    np.testing.assert_array_equal(np.sort(s.order), np.arange(x.size))
-    ties = s.points[1:] == s.points[:-1]
-    assert np.all(s.order[1:][ties & (s.points[1:] != 0)] > s.order[:-1][ties & (
-        s.points[1:] != 0)])  # stable among equal numbers
-    assert sort_points(np.sort(x)).order is None  # sorted input is used as it is
-    np.testing.assert_array_equal(s.restore(s.take(x)), x)
+    order = sort_order(x, wide)
+    assert order is not None and order.dtype == (np.int64 if wide else np.int32)
+    points = x[order]
+    np.testing.assert_array_equal(points, np.sort(x))
+    np.testing.assert_array_equal(np.sort(order), np.arange(x.size))
+    ties = points[1:] == points[:-1]
+    assert np.all(order[1:][ties & (points[1:] != 0)] > order[:-1][ties & (
+        points[1:] != 0)])  # stable among equal numbers
+    assert sort_order(np.sort(x), wide) is None  # sorted input is used as it is
 
 
 def test_own_exp_within_two_ulp(rng: np.random.Generator) -> None:

@@ -18,12 +18,13 @@ import torch
 
 from ...kernels import Epanechnikov, Laplacian, Matern32, Matern52, Tricube, Uniform
 from .._job import Job
-from .._state import SmoothState
+from .._state import MeanState
 from .._threads import map_blocks
-from ._exp import ExpKernel, exp_sums
+from . import _order
+from ._exp import ExpKernel, ExpSweep
 from ._native import unavailable
-from ._order import sort_points
-from ._window import window_sums
+from ._order import Groups, is_wide
+from ._window import to_means, window_sums
 
 __all__ = ["SweepEngine", "worth_it"]
 
@@ -43,7 +44,6 @@ MIN_PAIRS = 3e5
 # Below this many points the blocks run in turn: threads cost more than they save.
 _SERIAL_POINTS = 2**16
 
-
 def worth_it(m: int, n: int) -> bool:
     """Whether sweeping beats summing every pair: ``m n > PAIRS_PER_POINT (m + n) + MIN_PAIRS``."""
     return m * n > PAIRS_PER_POINT * (m + n) + MIN_PAIRS
@@ -54,7 +54,15 @@ class SweepEngine:
 
     The result is the dense engine's up to rounding, with a bound stated in
     :mod:`._exp` and :mod:`._window`; it works in float64 whatever the job's
-    dtype and returns the state in the job's dtype.
+    dtype and returns the state in the job's dtype. Keys and queries are read
+    through their sorted orders and every result is written to its query's
+    row, so the memory beyond the job is the state itself, two orders (4 bytes
+    a point) and scratch of a block per thread. The state is a
+    :class:`~nadaraya.engine._state.MeanState` that keeps its log-sums:
+    ``offset`` is ``log sum_k K``, ``total`` 1 (0 where a compact kernel's
+    window is empty) and ``acc`` the means, which
+    :func:`~nadaraya.engine.unnormalized.finish` turns into the output in place;
+    it merges as any state.
     """
 
     name = "sweep"
@@ -87,31 +95,35 @@ class SweepEngine:
         sizes = job.m + job.n
         return PAIRS_PER_POINT * sizes * (job.p + 2) + MIN_PAIRS
 
-    def run(self, job: Job) -> SmoothState:
+    def run(self, job: Job) -> MeanState:
         def each(fn: Callable[[Any], Any], blocks: list[Any]) -> list[Any]:
             """``[fn(b) for b in blocks]``, in threads for large problems."""
             if job.n + job.m < _SERIAL_POINTS:
                 return [fn(b) for b in blocks]
             return map_blocks(fn, blocks, device=job.device)
 
-        if job.m == job.n and torch.equal(job.kernel.q, job.kernel.k):
-            keys = queries = sort_points(_positions(job.kernel.k))  # smoothing the keys
-        else:  # keys and queries sorted side by side
-            keys, queries = each(sort_points, [_positions(job.kernel.k),
-                                               _positions(job.kernel.q)])
-        values = keys.take(job.values.detach().to(torch.float64).numpy())
+        keys, queries = _positions(job.kernel.k), _positions(job.kernel.q)
+        wide = is_wide(job.n, job.m)
+        values = np.ascontiguousarray(job.values.detach().to(torch.float64).numpy())
         threads = max(1, torch.get_num_threads())
         kernel = job.kernel.kernel
+        # the results go straight to each query's row, a group of keys or queries at a time
+        lse, mean = np.zeros(job.m), np.zeros((job.m, job.p))
         if type(kernel) in _EXP:
-            offset, total, acc = exp_sums(_EXP[type(kernel)], keys.points, values,
-                                          queries.points, each, threads)
+            key_groups = Groups(keys, wide, _order.GROUP)
+            sweep = ExpSweep(_EXP[type(kernel)], keys, key_groups, values, each, threads)
+            sweep.evaluate(queries, lse, mean)
+            del sweep
+            empty = 0  # every query has weight: its nearest key's, at least
         else:
-            total, acc, _ = window_sums(_WINDOW[type(kernel)], keys.points, values,
-                                        queries.points, job.dtype == torch.float32, each,
-                                        threads)
-            offset = np.where(total > 0, 0.0, -np.inf)
-        state = (queries.restore(offset), queries.restore(total), queries.restore(acc))
-        return SmoothState(*(torch.from_numpy(x).to(job.dtype) for x in state))
+            query_groups = Groups(queries, wide, _order.GROUP)
+            window_sums(_WINDOW[type(kernel)], keys, values, queries, query_groups,
+                        job.dtype == torch.float32, each, threads, lse, mean)
+            empty = to_means(lse, mean)  # the sums become log-sums and means, in place
+        offset = torch.from_numpy(lse).to(job.dtype)
+        total = (torch.isfinite(offset).to(job.dtype) if empty
+                 else torch.ones((), dtype=job.dtype).expand(job.m))
+        return MeanState(offset, total, torch.from_numpy(mean).to(job.dtype), keeps_offset=True)
 
 
 def _positions(points: torch.Tensor) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 Three C files sit beside this module: ``order.c`` (sorting), ``expsweep.c``
 (poly x exp kernels) and ``window.c`` (compact kernels). Every array crosses
-as a pointer to contiguous float64 or int64 memory that the caller keeps
-alive for the call.
+as a pointer to contiguous float64, int32 or int64 memory that the caller
+keeps alive for the call (a sorted order as None: the identity).
 """
 
 from __future__ import annotations
@@ -23,19 +23,21 @@ _P, _I, _D, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_in
 _SIGNATURES = {
     "order": {
         "nadaraya_is_sorted": ([_I, _P], _INT),
-        "nadaraya_argsort": ([_I, _P, _P, _P], _INT),
+        "nadaraya_sort_rows": ([_I, _P, _P, _INT, _I, _P], _INT),
+        "nadaraya_select": ([_I, _P, _D, _D, _INT, _INT, _P, _I, _P], _I),
+        "nadaraya_search": ([_I, _P, _P, _INT, _I, _P, _INT, _P], None),
     },
     "expsweep": {
         "nadaraya_exp_neg": ([_I, _P, _P], None),
-        "nadaraya_exp_finals": ([_I, _I, _INT, _D, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P],
-                                None),
-        "nadaraya_exp_carries": ([_I, _I, _INT, _D, _P, _I, _I, _P, _P, _P, _P], None),
-        "nadaraya_exp_eval": ([_I, _I, _INT, _D, _P, _P, _P, _P, _P, _I, _I, _I, _I, _P, _P,
-                               _P, _P, _P, _P, _P, _P], _INT),
+        "nadaraya_exp_finals": ([_I, _I, _INT, _D, _P, _P, _P, _INT, _I, _I, _I, _P, _P], _INT),
+        "nadaraya_exp_carries": ([_I, _INT, _D, _P, _P, _I, _P, _P, _P, _P], None),
+        "nadaraya_exp_eval": ([_I, _I, _INT, _D, _P, _P, _P, _P, _P, _P, _INT, _P, _I, _I, _I,
+                               _I, _I, _I, _P, _P, _P, _P, _P, _P], _INT),
     },
     "window": {
-        "nadaraya_window": ([_I, _I, _I, _INT, _INT, _INT, _P, _P, _P, _I, _I, _I, _D, _P, _I,
-                             _P, _P], _I),
+        "nadaraya_window": ([_I, _I, _I, _INT, _INT, _INT, _P, _P, _P, _P, _P, _INT, _I, _I, _I,
+                             _D, _P, _I, _P, _P], _I),
+        "nadaraya_window_means": ([_I, _I, _P, _P], _I),
     },
 }
 
@@ -63,6 +65,8 @@ def unavailable() -> str | None:
     return None
 
 
-def pointer(array: object) -> int:
-    """The address of a contiguous NumPy array's data."""
+def pointer(array: object) -> int | None:
+    """The address of a contiguous NumPy array's data (None for None: a NULL pointer)."""
+    if array is None:
+        return None
     return array.ctypes.data  # type: ignore[attr-defined]

@@ -17,16 +17,24 @@
    anchor gets the log-offset -d + deg log(max(1, d)), and only the ratio of
    farther anchors' weights to the nearest one is exponentiated.
 
-   Keys sorted ascending go in blocks of B. Pass 1 (nadaraya_exp_finals) sweeps
-   each block alone, left to right and right to left; pass 2
-   (nadaraya_exp_carries) chains the blocks into carries: the state of every
-   key before a block (at the key before it) and after it (at the key after
-   it); pass 3 (nadaraya_exp_eval) sweeps each block again with its queries and
-   adds the carries, each moved to the query in one step. So a weight passes
-   through at most B - 1 steps inside a block and nb - 1 steps between blocks,
-   plus one: the rounding error of a weight grows with that chain, not with n.
-   Passes 1 and 3 treat blocks independently (threads run block ranges side
-   by side).
+   Keys and queries stay where the caller has them; each is read through its
+   sorted order (int32 entries, or int64 when `wide`; NULL: already sorted), a
+   group of them at a time, and each query's result is written to its own row,
+   so no sorted copy and no output in sorted order exists. The keys of a group,
+   sorted ascending, go in blocks of B (the last one of a group may be
+   shorter), each gathered into a scratch block of its own when a pass visits
+   it; the blocks of all groups, in order along the line, are chained. Pass 1
+   (nadaraya_exp_finals) sweeps each block alone, left to right and right to
+   left; pass 2 (nadaraya_exp_carries) chains the blocks into carries: the
+   state of every key before a block (at the key before it) and after it (at
+   the key after it); pass 3 (nadaraya_exp_eval) sweeps each block again with
+   its queries, at most `chunk` at a time, and adds the carries, each moved to
+   the query in one step. So a weight passes through at most B - 1 steps inside
+   a block and nb - 1 steps between blocks, plus one: the rounding error of a
+   weight grows with that chain, not with n. Passes 1 and 3 treat blocks
+   independently (threads run block ranges side by side); their scratch is a
+   block of keys and a chunk of queries per thread, the carries (deg + 1) (p +
+   1) numbers per block.
 
    Called through ctypes, which releases the GIL; this file starts no threads. */
 
@@ -41,6 +49,16 @@ typedef int64_t i64;
 /* exp(-DROP) times any state is below the rounding of a state that holds a key
    at its anchor (weight 1): a move farther than DROP forgets the state. */
 #define DROP 700.0
+/* how many points on a gather asks for memory before it reads it */
+#define AHEAD 16
+
+/* Entry i of an order of int32 (wide == 0) or int64 entries; NULL is the identity. */
+static inline i64 at(const void *order, int wide, i64 i)
+{
+    if (!order)
+        return i;
+    return wide ? ((const i64 *)order)[i] : (i64)((const int32_t *)order)[i];
+}
 
 /* Inlined into each caller, so that the common cases (one value column, a fixed degree; see
    the dispatch at the end) compile with constant sizes. */
@@ -182,59 +200,74 @@ INLINE double side(int deg, i64 P, const double *coef, const double *local, doub
     return offset;
 }
 
-/* Pass 1, blocks [b0, b1): inside each block the gap factors f[j] = exp(-scale (K[j+1] - K[j])),
-   the factors al[j] = exp(-scale (K[j] - K[s-1])) from a key to the key before its block and
-   ar[j] = exp(-scale (K[e] - K[j])) to the key after it; and each block's own left-to-right
-   state (at its last key, into LF) and right-to-left state (at its first key, into RF). LF and
-   RF hold (deg + 1) * (p + 1) numbers per block. */
-INLINE void finals(i64 n, i64 p, int deg, double scale, const double *K, const double *V, i64 B,
-                   i64 b0, i64 b1, double *f, double *al, double *ar, double *LF, double *RF)
+/* The keys [s, e) of a block gathered in sorted order into kb[0..e-s) and their values into
+   vb (p per key); and the gap factors f[j] = exp(-scale (kb[j+1] - kb[j])). */
+INLINE void gather_block(i64 p, double scale, const double *K, const double *V, const void *ko,
+                         int wide, i64 s, i64 e, double *kb, double *vb, double *f)
+{
+    for (i64 j = s; j < e; j++) {
+        if (j + AHEAD < e) { /* keys read through their order lie far apart: ask ahead */
+            i64 r = at(ko, wide, j + AHEAD);
+            __builtin_prefetch(K + r);
+            __builtin_prefetch(V + r * p);
+        }
+        i64 r = at(ko, wide, j);
+        kb[j - s] = K[r];
+        for (i64 c = 0; c < p; c++)
+            vb[(j - s) * p + c] = V[r * p + c];
+    }
+    for (i64 j = 0; j + 1 < e - s; j++)
+        f[j] = exp_neg(-scale * (kb[j + 1] - kb[j]));
+}
+
+/* Pass 1, blocks [b0, b1): each block's own left-to-right state (at its last key, into LF) and
+   right-to-left state (at its first key, into RF), (deg + 1) * (p + 1) numbers per block.
+   Returns 0, or -1 when scratch memory could not be allocated. */
+INLINE int finals(i64 n, i64 p, int deg, double scale, const double *K, const double *V,
+                  const void *ko, int wide, i64 B, i64 b0, i64 b1, double *LF, double *RF)
 {
     i64 P = p + 1, M = (deg + 1) * P;
+    double *kb = malloc(sizeof(double) * (size_t)(B * (p + 2)));
+    if (!kb)
+        return -1;
+    double *f = kb + B, *vb = f + B;
     for (i64 b = b0; b < b1; b++) {
-        i64 s = b * B, e = s + B < n ? s + B : n;
-        for (i64 j = s; j + 1 < e; j++)
-            f[j] = exp_neg(-scale * (K[j + 1] - K[j]));
-        if (s > 0) {
-            double before = K[s - 1];
-            for (i64 j = s; j < e; j++)
-                al[j] = exp_neg(-scale * (K[j] - before));
-        }
-        if (e < n) {
-            double after = K[e];
-            for (i64 j = s; j < e; j++)
-                ar[j] = exp_neg(-scale * (after - K[j]));
-        }
+        i64 s = b * B, e = s + B < n ? s + B : n, len = e - s;
+        gather_block(p, scale, K, V, ko, wide, s, e, kb, vb, f);
         double *L = LF + b * M, *R = RF + b * M;
         memset(L, 0, sizeof(double) * (size_t)M);
         memset(R, 0, sizeof(double) * (size_t)M);
-        add_key(L, p, V + s * p);
-        for (i64 j = s + 1; j < e; j++) {
-            shift(L, deg, P, scale * (K[j] - K[j - 1]), f[j - 1]);
-            add_key(L, p, V + j * p);
+        add_key(L, p, vb);
+        for (i64 j = 1; j < len; j++) {
+            shift(L, deg, P, scale * (kb[j] - kb[j - 1]), f[j - 1]);
+            add_key(L, p, vb + j * p);
         }
-        add_key(R, p, V + (e - 1) * p);
-        for (i64 j = e - 2; j >= s; j--) {
-            shift(R, deg, P, scale * (K[j + 1] - K[j]), f[j]);
-            add_key(R, p, V + j * p);
+        add_key(R, p, vb + (len - 1) * p);
+        for (i64 j = len - 2; j >= 0; j--) {
+            shift(R, deg, P, scale * (kb[j + 1] - kb[j]), f[j]);
+            add_key(R, p, vb + j * p);
         }
     }
+    free(kb);
+    return 0;
 }
 
 /* Pass 2: CL[b] = every key before block b, at the key before it (zero for b = 0);
-   CR[b] = every key after block b, at the key after it (zero for the last block). */
-void nadaraya_exp_carries(i64 n, i64 p, int deg, double scale, const double *K, i64 B, i64 nb,
-                          const double *LF, const double *RF, double *CL, double *CR)
+   CR[b] = every key after block b, at the key after it (zero for the last block). Blocks
+   b = 0 .. nb - 1 in order along the line, first[b] and last[b] the positions of their
+   first and last keys. */
+void nadaraya_exp_carries(i64 p, int deg, double scale, const double *first, const double *last,
+                          i64 nb, const double *LF, const double *RF, double *CL, double *CR)
 {
     i64 P = p + 1, M = (deg + 1) * P;
     memset(CL, 0, sizeof(double) * (size_t)M);
     for (i64 b = 0; b + 1 < nb; b++) {
-        /* CL[b + 1] at K[e_b - 1]: CL[b] (at K[s_b - 1]) moved, plus block b itself */
-        i64 s = b * B, e = s + B;
+        /* CL[b + 1] at the last key of block b: CL[b] (at the last key of block b - 1)
+           moved, plus block b itself */
         double *next = CL + (b + 1) * M;
         memcpy(next, CL + b * M, sizeof(double) * (size_t)M);
         if (b > 0) {
-            double g = scale * (K[e - 1] - K[s - 1]);
+            double g = scale * (last[b] - last[b - 1]);
             shift(next, deg, P, g, exp_neg(-g));
         }
         for (i64 i = 0; i < M; i++)
@@ -242,12 +275,12 @@ void nadaraya_exp_carries(i64 n, i64 p, int deg, double scale, const double *K, 
     }
     memset(CR + (nb - 1) * M, 0, sizeof(double) * (size_t)M);
     for (i64 b = nb - 1; b > 0; b--) {
-        /* CR[b - 1] at K[s_b]: CR[b] (at K[e_b]) moved, plus block b itself */
-        i64 s = b * B, e = s + B < n ? s + B : n;
+        /* CR[b - 1] at the first key of block b: CR[b] (at the first key of block b + 1)
+           moved, plus block b itself */
         double *next = CR + (b - 1) * M;
         memcpy(next, CR + b * M, sizeof(double) * (size_t)M);
         if (b + 1 < nb) {
-            double g = scale * (K[e] - K[s]);
+            double g = scale * (first[b + 1] - first[b]);
             shift(next, deg, P, g, exp_neg(-g));
         }
         for (i64 i = 0; i < M; i++)
@@ -255,106 +288,128 @@ void nadaraya_exp_carries(i64 n, i64 p, int deg, double scale, const double *K, 
     }
 }
 
-/* Pass 3, blocks [b0, b1): queries Q (sorted) qs[b] .. qs[b+1]-1 have their nearest key on the
-   left (the last key <= x) in block b (block 0 also takes queries left of every key). Writes
-   each query's log-offset, weight sum and weighted value sums (off, tot, acc (m, p)).
-   Returns 0, or -1 when scratch memory could not be allocated. */
+/* Pass 3, blocks [b0, b1) of the n keys read through ko (a group of the keys, whose blocks
+   are blocks g0 .. of all nb, with their carries CL, CR and positions first, last): the
+   queries of ranks qs[b] .. qs[b+1]-1 in sorted order have their nearest key on the left
+   (the last key <= x) in block b (the first of all blocks also takes queries left of every
+   key); they go `chunk` at a time. Writes each query's log-sum of weights to lse[row]
+   and its weighted means to mean[row * p + c], at the query's own row. Returns 0, or -1 when
+   scratch memory could not be allocated. */
 INLINE int eval(i64 n, i64 p, int deg, double scale, const double *coef, const double *K,
-                const double *V, const double *Q, const i64 *qs, i64 B, i64 nb, i64 b0, i64 b1,
-                const double *f, const double *al, const double *ar, const double *CL,
-                const double *CR, double *off, double *tot, double *acc)
+                const double *V, const void *ko, const double *Q, const void *qo, int wide,
+                const i64 *qs, i64 B, i64 g0, i64 nb, i64 b0, i64 b1, i64 chunk,
+                const double *first, const double *last, const double *CL, const double *CR,
+                double *lse, double *mean)
 {
-    i64 P = p + 1, M = (deg + 1) * P, most = 0;
-    for (i64 b = b0; b < b1; b++)
-        most = qs[b + 1] - qs[b] > most ? qs[b + 1] - qs[b] : most;
-    /* the state, one side's sums; per query of a block: its right side (offset, sums) and the
-       scale of its farther side */
-    double *S = malloc(sizeof(double) * (size_t)(M + P + most * (P + 2)));
-    if (!S)
+    i64 P = p + 1, M = (deg + 1) * P;
+    /* keys: positions, gap factors, factors to the keys around the block, values; the two
+       states; per query of a chunk: position, row, the left side (offset, sums), the right
+       side (offset, sums) */
+    size_t size = (size_t)(B * (p + 4) + 2 * M + chunk * (2 * P + 4));
+    double *kb = malloc(sizeof(double) * size);
+    if (!kb)
         return -1;
-    double *out = S + M, *roff = out + P, *far = roff + most, *rsum = far + most;
+    double *f = kb + B, *al = f + B, *ar = al + B, *vb = ar + B, *S = vb + B * p, *T = S + M;
+    double *x = T + M, *loff = x + chunk, *roff = loff + chunk, *lsum = roff + chunk;
+    double *rsum = lsum + chunk * P;
+    i64 *row = (i64 *)(rsum + chunk * P);
     for (i64 b = b0; b < b1; b++) {
-        i64 s = b * B, e = s + B < n ? s + B : n, q0 = qs[b], q1 = qs[b + 1];
-        const double *cl = b > 0 ? CL + b * M : NULL, *cr = b + 1 < nb ? CR + b * M : NULL;
-        /* left to right: keys <= x, into off, tot, acc */
+        i64 s = b * B, e = s + B < n ? s + B : n, len = e - s, q0 = qs[b], q1 = qs[b + 1];
+        if (q0 == q1)
+            continue;
+        gather_block(p, scale, K, V, ko, wide, s, e, kb, vb, f);
+        i64 gb = g0 + b; /* among all blocks */
+        const double *cl = gb > 0 ? CL + gb * M : NULL, *cr = gb + 1 < nb ? CR + gb * M : NULL;
+        double before = cl ? last[gb - 1] : 0.0, after = cr ? first[gb + 1] : 0.0;
+        if (cl)
+            for (i64 j = 0; j < len; j++)
+                al[j] = exp_neg(-scale * (kb[j] - before));
+        if (cr)
+            for (i64 j = 0; j < len; j++)
+                ar[j] = exp_neg(-scale * (after - kb[j]));
         memset(S, 0, sizeof(double) * (size_t)M);
-        i64 j = s;
-        for (i64 i = q0; i < q1; i++) {
-            double x = Q[i];
-            for (; j < e && K[j] <= x; j++) {
-                if (j > s)
-                    shift(S, deg, P, scale * (K[j] - K[j - 1]), f[j - 1]);
-                add_key(S, p, V + j * p);
+        i64 j = 0; /* the left state holds keys [0, j) of the block, across chunks */
+        for (i64 c0 = q0; c0 < q1; c0 += chunk) {
+            i64 c1 = c0 + chunk < q1 ? c0 + chunk : q1, cn = c1 - c0;
+            for (i64 i = 0; i < cn; i++) {
+                if (i + AHEAD < cn)
+                    __builtin_prefetch(Q + at(qo, wide, c0 + i + AHEAD));
+                row[i] = at(qo, wide, c0 + i);
+                x[i] = Q[row[i]];
             }
-            int has = j > s;
-            off[i] = side(deg, P, coef, has ? S : NULL, has ? scale * (x - K[j - 1]) : 0.0, cl,
-                          cl ? scale * (x - K[s - 1]) : 0.0, has && cl ? al[j - 1] : 0.0, out);
-            tot[i] = out[0];
-            for (i64 c = 0; c < p; c++)
-                acc[i * p + c] = out[1 + c];
-        }
-        /* right to left: keys > x, into roff, rsum */
-        memset(S, 0, sizeof(double) * (size_t)M);
-        j = e - 1;
-        for (i64 i = q1 - 1; i >= q0; i--) {
-            double x = Q[i];
-            for (; j >= s && K[j] > x; j--) {
-                if (j < e - 1)
-                    shift(S, deg, P, scale * (K[j + 1] - K[j]), f[j]);
-                add_key(S, p, V + j * p);
+            /* left to right: keys <= x */
+            for (i64 i = 0; i < cn; i++) {
+                for (; j < len && kb[j] <= x[i]; j++) {
+                    if (j > 0)
+                        shift(S, deg, P, scale * (kb[j] - kb[j - 1]), f[j - 1]);
+                    add_key(S, p, vb + j * p);
+                }
+                int has = j > 0;
+                loff[i] = side(deg, P, coef, has ? S : NULL,
+                               has ? scale * (x[i] - kb[j - 1]) : 0.0, cl,
+                               cl ? scale * (x[i] - before) : 0.0, has && cl ? al[j - 1] : 0.0,
+                               lsum + i * P);
             }
-            int has = j < e - 1;
-            roff[i - q0] = side(deg, P, coef, has ? S : NULL, has ? scale * (K[j + 1] - x) : 0.0,
-                                cr, cr ? scale * (K[e] - x) : 0.0, has && cr ? ar[j + 1] : 0.0,
-                                rsum + (i - q0) * P);
-        }
-        /* the two sides merged: the farther one's sums scaled by exp(-|offset difference|);
-           an empty side has offset -inf and scale 0 (some side holds a key) */
-        for (i64 i = q0; i < q1; i++) /* one exp per query, in a loop that vectorizes */
-            far[i - q0] = exp_neg(-fabs(off[i] - roff[i - q0]));
-        for (i64 i = q0; i < q1; i++) {
-            const double *r = rsum + (i - q0) * P;
-            double scale_far = far[i - q0];
-            if (off[i] >= roff[i - q0]) { /* the left side is as near or nearer */
-                tot[i] += scale_far * r[0];
+            /* right to left: keys > x (the chunk's own sweep from the block's last key) */
+            memset(T, 0, sizeof(double) * (size_t)M);
+            i64 r = len - 1;
+            for (i64 i = cn - 1; i >= 0; i--) {
+                for (; r >= 0 && kb[r] > x[i]; r--) {
+                    if (r < len - 1)
+                        shift(T, deg, P, scale * (kb[r + 1] - kb[r]), f[r]);
+                    add_key(T, p, vb + r * p);
+                }
+                int has = r < len - 1;
+                roff[i] = side(deg, P, coef, has ? T : NULL,
+                               has ? scale * (kb[r + 1] - x[i]) : 0.0, cr,
+                               cr ? scale * (after - x[i]) : 0.0, has && cr ? ar[r + 1] : 0.0,
+                               rsum + i * P);
+            }
+            /* the two sides merged, the farther one's sums scaled by exp(-|offset
+               difference|) (an empty side has offset -inf and scale 0; some side holds a
+               key); then the log-sum and the means, written to the query's row */
+            for (i64 i = 0; i < cn; i++) /* one exp per query, in a loop that vectorizes */
+                x[i] = exp_neg(-fabs(loff[i] - roff[i]));
+            for (i64 i = 0; i < cn; i++) {
+                double *near = lsum + i * P, *far = rsum + i * P, top = loff[i];
+                if (roff[i] > loff[i]) {
+                    near = rsum + i * P, far = lsum + i * P, top = roff[i];
+                }
+                double tot = near[0] + x[i] * far[0];
+                lse[row[i]] = top + log(tot);
                 for (i64 c = 0; c < p; c++)
-                    acc[i * p + c] += scale_far * r[1 + c];
-            } else {
-                off[i] = roff[i - q0];
-                tot[i] = scale_far * tot[i] + r[0];
-                for (i64 c = 0; c < p; c++)
-                    acc[i * p + c] = scale_far * acc[i * p + c] + r[1 + c];
+                    mean[row[i] * p + c] = (near[1 + c] + x[i] * far[1 + c]) / tot;
             }
         }
     }
-    free(S);
+    free(kb);
     return 0;
 }
 
 /* The entry points: one value column and each degree compile with constant sizes. */
-void nadaraya_exp_finals(i64 n, i64 p, int deg, double scale, const double *K, const double *V,
-                         i64 B, i64 b0, i64 b1, double *f, double *al, double *ar, double *LF,
-                         double *RF)
+int nadaraya_exp_finals(i64 n, i64 p, int deg, double scale, const double *K, const double *V,
+                        const void *ko, int wide, i64 B, i64 b0, i64 b1, double *LF,
+                        double *RF)
 {
-#define FINALS(P_, D_) finals(n, P_, D_, scale, K, V, B, b0, b1, f, al, ar, LF, RF)
+#define FINALS(P_, D_) finals(n, P_, D_, scale, K, V, ko, wide, B, b0, b1, LF, RF)
     if (p == 1 && deg == 0)
-        FINALS(1, 0);
-    else if (p == 1 && deg == 1)
-        FINALS(1, 1);
-    else if (p == 1 && deg == 2)
-        FINALS(1, 2);
-    else
-        FINALS(p, deg);
+        return FINALS(1, 0);
+    if (p == 1 && deg == 1)
+        return FINALS(1, 1);
+    if (p == 1 && deg == 2)
+        return FINALS(1, 2);
+    return FINALS(p, deg);
 #undef FINALS
 }
 
 int nadaraya_exp_eval(i64 n, i64 p, int deg, double scale, const double *coef, const double *K,
-                      const double *V, const double *Q, const i64 *qs, i64 B, i64 nb, i64 b0,
-                      i64 b1, const double *f, const double *al, const double *ar,
-                      const double *CL, const double *CR, double *off, double *tot, double *acc)
+                      const double *V, const void *ko, const double *Q, const void *qo, int wide,
+                      const i64 *qs, i64 B, i64 g0, i64 nb, i64 b0, i64 b1, i64 chunk,
+                      const double *first, const double *last, const double *CL,
+                      const double *CR, double *lse, double *mean)
 {
-#define EVAL(P_, D_) eval(n, P_, D_, scale, coef, K, V, Q, qs, B, nb, b0, b1, f, al, ar, CL, CR, \
-                          off, tot, acc)
+#define EVAL(P_, D_) eval(n, P_, D_, scale, coef, K, V, ko, Q, qo, wide, qs, B, g0, nb, b0, b1, \
+                          chunk, first, last, CL, CR, lse, mean)
     if (p == 1 && deg == 0)
         return EVAL(1, 0);
     if (p == 1 && deg == 1)

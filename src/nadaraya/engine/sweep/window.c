@@ -31,6 +31,10 @@
    itself: a query whose weight sum is below 2^-4 of its number of keys (its
    keys near the edge of the support) is summed directly over its window.
 
+   Keys and queries stay where the caller has them: each is read through its
+   sorted order (int32 entries, or int64 when `wide`; NULL: already sorted),
+   and each query's sums are added to its own row of the outputs.
+
    Called through ctypes, which releases the GIL; this file starts no threads. */
 
 #include <math.h>
@@ -42,6 +46,14 @@ typedef int64_t i64;
 
 #define DEG_MAX 9
 #define DIRECT_BELOW 0x1p-4
+
+/* Entry i of an order of int32 (wide == 0) or int64 entries; NULL is the identity. */
+static inline i64 at(const void *order, int wide, i64 i)
+{
+    if (!order)
+        return i;
+    return wide ? ((const i64 *)order)[i] : (i64)((const int32_t *)order)[i];
+}
 /* Inlined into each caller, so that each kernel with one value column compiles with constant
    sizes (see the dispatch at the end). */
 #define INLINE static inline __attribute__((always_inline))
@@ -54,9 +66,10 @@ static const double BINOM[DEG_MAX + 1][DEG_MAX + 1] = {
 typedef struct {
     /* problem */
     i64 n, m, p, P, M, G, cap;
-    int kernel, deg, closed, half, single;
+    int kernel, deg, closed, half, single, wide;
     double span, coef[DEG_MAX + 1];
     const double *K, *V, *Q;
+    const void *ko, *qo; /* the sorted orders of keys and queries */
     /* window */
     i64 lo, hi, F, base;
     double front_centre, back_centre;
@@ -66,14 +79,39 @@ typedef struct {
     double *g;           /* g_i of one centre */
 } Win;
 
-/* Keys and queries through the mirror of the right half (half == 2): negated, reversed. */
-INLINE double kpos(const Win *w, i64 j) { return w->half == 2 ? -w->K[w->n - 1 - j] : w->K[j]; }
-INLINE const double *kval(const Win *w, i64 j)
+/* Keys and queries by rank in sorted order, through the mirror of the right half (half == 2):
+   negated, reversed. */
+INLINE i64 krow(const Win *w, i64 j)
 {
-    return w->V + (w->half == 2 ? w->n - 1 - j : j) * w->p;
+    return at(w->ko, w->wide, w->half == 2 ? w->n - 1 - j : j);
 }
-INLINE double qpos(const Win *w, i64 i) { return w->half == 2 ? -w->Q[w->m - 1 - i] : w->Q[i]; }
-INLINE i64 qrow(const Win *w, i64 i) { return w->half == 2 ? w->m - 1 - i : i; }
+INLINE double kpos(const Win *w, i64 j)
+{
+    double k = w->K[krow(w, j)];
+    return w->half == 2 ? -k : k;
+}
+INLINE const double *kval(const Win *w, i64 j) { return w->V + krow(w, j) * w->p; }
+
+/* Keys are read through their order, far apart in memory: the loops that walk them ask for
+   the key AHEAD ranks on (position and values) before they need it. */
+#define AHEAD 16
+INLINE void ahead(const Win *w, i64 j)
+{
+    if (j >= 0 && j < w->n) {
+        i64 r = krow(w, j);
+        __builtin_prefetch(w->K + r);
+        __builtin_prefetch(w->V + r * w->p);
+    }
+}
+INLINE i64 qrow(const Win *w, i64 i)
+{
+    return at(w->qo, w->wide, w->half == 2 ? w->m - 1 - i : i);
+}
+INLINE double qpos(const Win *w, i64 i)
+{
+    double x = w->Q[qrow(w, i)];
+    return w->half == 2 ? -x : x;
+}
 
 /* The difference as the dense engine rounds it (float32 jobs round to float32). */
 INLINE double rounded(const Win *w, double t) { return w->single ? (double)(float)t : t; }
@@ -140,6 +178,7 @@ INLINE int flip(Win *w)
     memset(w->tlo, 0, sizeof(double) * (size_t)w->M);
     i64 r = (count - 1) / w->G, stored = w->lo + r * w->G;
     for (i64 j = w->hi - 1; j >= w->lo; j--) {
+        ahead(w, j - AHEAD);
         add_terms(w, j, w->front_centre, w->thi, w->tlo);
         if (j == stored) {
             double *slot = w->slots + r * w->M;
@@ -163,6 +202,7 @@ INLINE int push(Win *w)
         memset(w->bhi, 0, sizeof(double) * (size_t)w->M);
         memset(w->blo, 0, sizeof(double) * (size_t)w->M);
     }
+    ahead(w, w->hi + AHEAD);
     add_terms(w, w->hi, w->back_centre, w->bhi, w->blo);
     w->hi++;
     return 0;
@@ -188,6 +228,7 @@ INLINE void moments_add(Win *w, const double *S, double d, double *out)
 INLINE void direct_add(const Win *w, i64 a, i64 b, double x, double *out)
 {
     for (i64 j = a; j < b; j++) {
+        ahead(w, j + AHEAD);
         double k = weight(w, x - kpos(w, j));
         const double *v = kval(w, j);
         out[0] += k;
@@ -210,12 +251,13 @@ INLINE i64 first_left_ok(const Win *w, i64 a, double x)
     return a;
 }
 
-/* Queries i in [q0, q1) (in the half's own order): tot[row] += sum_k K(x - k),
-   acc[row, c] += sum_k K(x - k) v_kc. Returns the number of queries summed directly, or -1
+/* Queries of ranks i in [q0, q1) (in the half's own order), at their own rows:
+   tot[row] += sum_k K(x - k), acc[row, c] += sum_k K(x - k) v_kc. Returns the number of queries summed directly, or -1
    when the front needs more than `cap` slots or memory could not be allocated. */
 INLINE i64 windows(i64 n, i64 m, i64 p, int kernel, int half, int single, const double *K,
-                   const double *V, const double *Q, i64 q0, i64 q1, i64 G, double span,
-                   double *slots, i64 cap, double *tot, double *acc)
+                   const double *V, const void *ko, const double *Q, const void *qo, int wide,
+                   i64 q0, i64 q1, i64 G, double span, double *slots, i64 cap, double *tot,
+                   double *acc)
 {
     static const double COEF[3][DEG_MAX + 1] = {{1}, {1, 0, -1}, {1, 0, 0, -3, 0, 0, 3, 0, 0, -1}};
     static const int DEG[3] = {0, 2, 9};
@@ -223,6 +265,7 @@ INLINE i64 windows(i64 n, i64 m, i64 p, int kernel, int half, int single, const 
     w.n = n, w.m = m, w.p = p, w.P = p + 1, w.G = G, w.cap = cap;
     w.kernel = kernel, w.deg = DEG[kernel], w.closed = kernel == 0, w.half = half;
     w.single = single, w.span = span, w.K = K, w.V = V, w.Q = Q, w.slots = slots;
+    w.ko = ko, w.qo = qo, w.wide = wide;
     w.M = (w.deg + 1) * w.P;
     memcpy(w.coef, COEF[kernel], sizeof w.coef);
     double *scratch = malloc(sizeof(double) * (size_t)(4 * w.M + w.P + DEG_MAX + 1));
@@ -235,9 +278,15 @@ INLINE i64 windows(i64 n, i64 m, i64 p, int kernel, int half, int single, const 
     if (q0 < q1)
         w.lo = w.hi = w.F = w.base = first_left_ok(&w, 0, qpos(&w, q0));
     for (i64 i = q0; i < q1; i++) {
+        if (i + AHEAD < q1) {
+            i64 later = qrow(&w, i + AHEAD);
+            __builtin_prefetch(w.Q + later);
+            __builtin_prefetch(tot + later, 1);
+            __builtin_prefetch(acc + later * p, 1);
+        }
         double x = qpos(&w, i);
         while (w.lo < w.hi && !left_ok(&w, w.lo, x))
-            w.lo++;
+            ahead(&w, ++w.lo + AHEAD);
         if (w.lo == w.hi) /* the window emptied: start it again at x */
             w.lo = w.hi = w.F = w.base = first_left_ok(&w, w.hi, x);
         while (w.hi < n && right_ok(&w, w.hi, x))
@@ -278,11 +327,12 @@ INLINE i64 windows(i64 n, i64 m, i64 p, int kernel, int half, int single, const 
 
 /* The entry point: each kernel with one value column compiles with constant sizes. */
 i64 nadaraya_window(i64 n, i64 m, i64 p, int kernel, int half, int single, const double *K,
-                    const double *V, const double *Q, i64 q0, i64 q1, i64 G, double span,
-                    double *slots, i64 cap, double *tot, double *acc)
+                    const double *V, const void *ko, const double *Q, const void *qo, int wide,
+                    i64 q0, i64 q1, i64 G, double span, double *slots, i64 cap, double *tot,
+                    double *acc)
 {
-#define WINDOWS(P_, K_) windows(n, m, P_, K_, half, single, K, V, Q, q0, q1, G, span, slots, cap, \
-                                tot, acc)
+#define WINDOWS(P_, K_) windows(n, m, P_, K_, half, single, K, V, ko, Q, qo, wide, q0, q1, G, \
+                                span, slots, cap, tot, acc)
     if (p == 1 && kernel == 0)
         return WINDOWS(1, 0);
     if (p == 1 && kernel == 1)
@@ -291,4 +341,26 @@ i64 nadaraya_window(i64 n, i64 m, i64 p, int kernel, int half, int single, const
         return WINDOWS(1, 2);
     return WINDOWS(p, kernel);
 #undef WINDOWS
+}
+
+/* The sums turned, in place, into a state of means: tot[i] = log tot[i] and acc[i, c] /=
+   tot[i] where tot[i] > 0; tot[i] = -inf and acc[i, c] = 0 where the window is empty.
+   Returns the number of empty windows. */
+i64 nadaraya_window_means(i64 m, i64 p, double *tot, double *acc)
+{
+    i64 empty = 0;
+    for (i64 i = 0; i < m; i++) {
+        double t = tot[i];
+        if (t > 0.0) {
+            for (i64 c = 0; c < p; c++)
+                acc[i * p + c] /= t;
+            tot[i] = log(t);
+        } else {
+            for (i64 c = 0; c < p; c++)
+                acc[i * p + c] = 0.0;
+            tot[i] = -INFINITY;
+            empty++;
+        }
+    }
+    return empty;
 }
