@@ -64,3 +64,29 @@ def test_gradients_of_tiny_points_and_half_precision(e: int) -> None:
     half = sqdist(torch.tensor(q64, dtype=torch.float16), torch.tensor(k64, dtype=torch.float16))
     assert half.dtype == torch.float16
     np.testing.assert_allclose(half.double().numpy(), _naive(q64, k64), rtol=4e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("e", [1, 2, 3, 4])
+def test_the_differentiable_pass_rounds_as_the_plain_one(e: int) -> None:
+    # the autograd engine's backward recomputes a block with gradients: a score one
+    # ulp above the forward's maximum (128 near 2e9 in float32) made exp overflow
+    gen = torch.Generator().manual_seed(e)
+    q = torch.randn(7, e, generator=gen) * 7e4
+    k = torch.randn(9, e, generator=gen) * 7e4
+    plain = sqdist(q, k, coef=-0.5)
+    traced = sqdist(q.clone().requires_grad_(), k, coef=-0.5)
+    assert torch.equal(plain, traced.detach())
+
+
+def test_streamed_attention_gradients_far_apart_in_half_precision() -> None:
+    from nadaraya.nn.functional import kernel_attention
+
+    q = torch.tensor([[[[27392.0, -46080.0, -91648.0]]]])
+    k = torch.tensor([[[[-35072.0, -94720.0, -89088.0], [98304.0, 72704.0, 10112.0],
+                        [93696.0, 98304.0, -21376.0], [-36096.0, 35840.0, -95744.0]]]])
+    v = torch.tensor([[[[0.2734], [-0.4609], [-0.9180], [-0.9688]]]])
+    for dtype in (torch.bfloat16, torch.float32):
+        qq, kk, vv = (t.to(dtype).requires_grad_() for t in (q, k, v))
+        out = kernel_attention(qq, kk, vv, "rbf", engine="streamed")
+        for grad in torch.autograd.grad(out.sum(), [qq, kk, vv]):
+            assert torch.isfinite(grad).all(), dtype

@@ -96,9 +96,16 @@ def _direct(q: torch.Tensor, k: torch.Tensor, coef: float,
     """``coef * sum_f (q_f - k_f)^2`` feature by feature (``e >= 1``)."""
     qt, kt = q.movedim(-1, 0), k.movedim(-1, 0)
     if q.requires_grad or k.requires_grad:
-        total = sum((a[..., :, None] - b[..., None, :]).square()
-                    for a, b in zip(qt, kt, strict=True))
-        return coef * total  # type: ignore[return-value]
+        # the same operations as below, out of place: a differentiable pass that
+        # recomputes a block (the autograd engine's backward) must round as the
+        # forward did, or a score above the forward's maximum (by one ulp of 2e9 in
+        # float32: 128) makes exp(s - max) overflow
+        zero = torch.zeros((), dtype=q.dtype, device=q.device)
+        total = zero
+        for a, b in zip(qt, kt, strict=True):
+            diff = a[..., :, None] - b[..., None, :]
+            total = torch.addcmul(total, diff, diff, value=coef)
+        return total
     qt, kt = qt.contiguous(), kt.contiguous()
     zero = torch.zeros((), dtype=q.dtype, device=q.device)
     out = torch.sub(qt[0][..., :, None], kt[0][..., None, :], out=out)
