@@ -14,21 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from .._errors import NadarayaError
-from ..engine.grid import Block, grid_smooth, run_blocks, window_offsets
 from ..kernels.quadratic import bilateral_kernel
-from ._dask import dask_image, is_dask, map_image
+from ._dask import dask_image, is_dask
 from ._io import as_image, check_positive
+from ._windowed import windowed_filter
 
 __all__ = ["bilateral"]
-
-# Temporary numbers per pixel and channel of a block (padded values, their window ranges,
-# state, mean), and per pixel (total, offset, the engine's tile): 7.2 in all for one channel,
-# measured by benchmarks/bench_peak_memory.py, with a margin.
-_PER_CHANNEL, _PER_PIXEL = 6, 3
-
 
 def opencv_radius(sigma_space: float, shape: tuple[int, int] | None = None) -> int:
     """OpenCV's window radius when ``d <= 0``: ``max(round(1.5 sigma_space), 1)``.
@@ -96,19 +88,5 @@ def bilateral(image: Any, sigma_space: float, sigma_color: float, radius: int | 
         radius = opencv_radius(sigma_space, img.shape)
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
-    offsets = window_offsets(radius, 2, window, device=None if dask else img.data.device)
-    kernel = bilateral_kernel(sigma_space, sigma_color)
-
-    def region(values: torch.Tensor, block: Block, extras: Any = ()) -> torch.Tensor:
-        state = grid_smooth(values, kernel, offsets, border=border, keys_outside=True)
-        return state.mean().T.reshape(values.shape)
-
-    # keys beyond the border are read through it; "wrap" reads the far side of the image
-    outside = radius if border == "wrap" else 0
-    if dask:
-        return map_image(region, img, radius, outside=outside, wrap=border == "wrap")
-    data = img.data
-    per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
-    out = run_blocks(lambda block: region(block.read(data, border), block),
-                     torch.empty_like(data), radius, per_pixel, outside=outside)
-    return img.back(out)
+    return windowed_filter(img, dask, bilateral_kernel(sigma_space, sigma_color), radius,
+                           window, border)

@@ -14,20 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from .._errors import NadarayaError
-from ..engine.grid import BORDERS, Block, grid_smooth, run_blocks, window_offsets
+from ..engine.grid import BORDERS
 from ..kernels import Kernel
-from ._dask import dask_image, is_dask, map_image
+from ._dask import dask_image, is_dask
 from ._form import quadratic_form
 from ._io import as_image
+from ._windowed import windowed_filter
 
 __all__ = ["kernel_filter"]
-
-# Temporary numbers per pixel and channel of a block, and per pixel (as the bilateral filter).
-_PER_CHANNEL, _PER_PIXEL = 6, 3
-
 
 def kernel_filter(image: Any, kernel: Kernel, radius: int, *, window: str = "square",
                   border: str = "reflect") -> Any:
@@ -92,19 +87,5 @@ def kernel_filter(image: Any, kernel: Kernel, radius: int, *, window: str = "squ
         raise NadarayaError(f"border must be one of {', '.join(map(repr, BORDERS))}; "
                             f"got {border!r}.")
     channels = img.channels
-    form = quadratic_form(kernel, channels)
-    offsets = window_offsets(radius, 2, window, device=None if dask else img.data.device)
-
-    def region(values: torch.Tensor, block: Block, extras: Any = ()) -> torch.Tensor:
-        state = grid_smooth(values, form, offsets, border=border, keys_outside=True)
-        return state.mean().T.reshape(values.shape)
-
-    # keys beyond the border are read through it; "wrap" reads the far side of the image
-    outside = radius if border == "wrap" else 0
-    if dask:
-        return map_image(region, img, radius, outside=outside, wrap=border == "wrap")
-    data = img.data
-    per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
-    out = run_blocks(lambda block: region(block.read(data, border), block),
-                     torch.empty_like(data), radius, per_pixel, outside=outside)
-    return img.back(out)
+    return windowed_filter(img, dask, quadratic_form(kernel, channels), radius, window,
+                           border)
