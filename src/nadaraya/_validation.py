@@ -17,6 +17,7 @@ from ._errors import NadarayaError
 
 __all__ = [
     "ArrayKind",
+    "all_finite",
     "as_input",
     "as_tensor",
     "check_finite",
@@ -206,8 +207,19 @@ def as_tensor(
     return t.to(device=device if device is not None else t.device, dtype=target)
 
 
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every entry of ``t`` is finite: one pass, no temporary as large as ``t``.
+
+    The least and largest entries are finite exactly when every entry is (NaN
+    propagates through both).
+    """
+    return not t.numel() or bool(torch.isfinite(torch.stack(torch.aminmax(t.detach()))).all())
+
+
 def check_finite(t: torch.Tensor, name: str) -> None:
-    """Raise if ``t`` holds NaN or infinity, saying where."""
+    """Raise if ``t`` holds NaN or infinity, saying where (the rows found only then)."""
+    if all_finite(t):
+        return
     bad = ~torch.isfinite(t)
     if bool(bad.any()):
         rows = torch.nonzero(bad.reshape(t.shape[0], -1).any(dim=1)).flatten()

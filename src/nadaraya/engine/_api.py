@@ -25,23 +25,13 @@ from .unnormalized import check_options, finish
 __all__ = ["explain", "smooth", "weights"]
 
 
-def _finite(t: torch.Tensor, name: str) -> None:
-    """:func:`check_finite` with no temporary as large as ``t`` unless something is not finite.
-
-    The largest and least entries are finite exactly when every entry is (NaN
-    propagates through both); only then is the per-entry check run, for its message.
-    """
-    if t.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(t.detach()))).all()):
-        check_finite(t, name)
-
-
 def _points(x: Any, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     t = as_tensor(x, name, dtype=dtype, device=device)
     if t.ndim == 1:
         t = t[:, None]
     if t.shape[0] == 0:
         raise NadarayaError(f"{name} is empty (shape {tuple(t.shape)}); give at least one row.")
-    _finite(t, name)
+    check_finite(t, name)
     return t
 
 
@@ -100,7 +90,7 @@ def build_job(queries: Any, keys: Any, values: Any | None, kernel: Any, mask: An
                 f"values have {v.shape[0]} row(s) but keys have {k.shape[0]}; "
                 "give one value row per key."
             )
-        _finite(v, "values")
+        check_finite(v, "values")
     kern = get_kernel(kernel, resolve_bandwidth(bandwidth, k, kernel))
     try:
         bound_kernel = kern.bind(q, k)

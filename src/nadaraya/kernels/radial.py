@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .._errors import NadarayaError
+from .._validation import all_finite
 from ._bound import BoundKernel
 from ._distance import distance, sqdist
 from ._kernel import Kernel
@@ -159,10 +160,7 @@ class RadialKernel(Kernel):
     def _check_prepared(self, q: torch.Tensor, k: torch.Tensor) -> None:
         name = "metric" if self.metric is not None else "bandwidth"
         for x in (q, k):
-            # the least and largest entries are finite exactly when every entry is: one
-            # pass, no temporary as large as the points
-            if x.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(x.detach())))
-                                      .all()):
+            if not all_finite(x):
                 raise NadarayaError(
                     f"{name} is too small for these points: their distances in its units "
                     f"overflow {str(q.dtype).replace('torch.', '')}. Multiply the features "

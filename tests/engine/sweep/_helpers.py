@@ -38,12 +38,12 @@ def any_size() -> Iterator[None]:
     """The sweep engine accepts problems of every size inside this block."""
     with contextlib.ExitStack() as stack:
         for name in ("PAIRS_PER_POINT", "MIN_PAIRS"):
-            stack.enter_context(_patched(_engine, name, 0.0))
+            stack.enter_context(patched(_engine, name, 0.0))
         yield
 
 
 @contextlib.contextmanager
-def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
+def patched(obj: Any, name: str, value: Any) -> Iterator[None]:
     before = getattr(obj, name)
     setattr(obj, name, value)
     try:

@@ -24,7 +24,7 @@ from nadaraya.engine._state import MeanState, SmoothState
 from nadaraya.engine.sweep import SweepEngine, _exp, _order, _window
 from nadaraya.engine.sweep._order import Groups, sort_order
 
-from ._helpers import EXP, WINDOW, any_size, need_native, sweep
+from ._helpers import EXP, WINDOW, any_size, need_native, patched, sweep
 
 KERNELS = [*EXP, *WINDOW]
 
@@ -99,18 +99,8 @@ def small_pieces(wide: bool = False) -> Iterator[None]:
                                     (_exp, "QUERY_CHUNK", 3), (_order, "LEAF", 2),
                                     (_window, "_MIN_STRIDE", 3),
                                     (_order, "INT32_POINTS", 0 if wide else 2**31)]:
-            stack.enter_context(_patched(module, name, value))
+            stack.enter_context(patched(module, name, value))
         yield
-
-
-@contextlib.contextmanager
-def _patched(module: object, name: str, value: object) -> Iterator[None]:
-    before = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, before)
 
 
 def _bandwidth(kernel: str) -> float:
@@ -230,7 +220,7 @@ def test_groups_sort_every_point_once(wide: bool, leaf: int, rng: np.random.Gene
     x = np.concatenate([rng.standard_normal(400) * 10.0 ** rng.integers(-30, 30, 400),
                         np.repeat(rng.uniform(-1, 1, 30), 20), 2.0 ** -np.arange(60.0)])
     rng.shuffle(x)
-    with _patched(_order, "LEAF", leaf):
+    with patched(_order, "LEAF", leaf):
         for size in (1, 37, 5000):
             groups = Groups(x, wide, size)
             parts = [groups.order(g) for g in range(len(groups))]
