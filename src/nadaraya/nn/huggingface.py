@@ -46,6 +46,7 @@ import contextlib
 import contextvars
 import copy
 import functools
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -84,6 +85,8 @@ _UNSUPPORTED = {
     "sinks": "attention sinks",
 }
 
+_SOFTPLUS_ONE = math.log(math.expm1(1.0))  # softplus(_SOFTPLUS_ONE) == 1
+
 _context: contextvars.ContextVar[Any] = contextvars.ContextVar("nadaraya_kernel", default=None)
 _registered: set[str] = set()
 
@@ -107,8 +110,9 @@ def _check_spec(spec: Any, source: str, *, objects: bool = True) -> Any:
         extra = sorted(set(spec) - set(_SPEC_KEYS))
         if extra or "name" not in spec:
             raise NadarayaError(
-                f"{source} as a dict takes the keys 'name' (required) and 'scale'; got keys "
-                f"{sorted(spec)}. Example: {{'name': 'rbf', 'scale': 0.125}}."
+                f"{source} as a dict takes the keys 'name' (required: one of "
+                f"{', '.join(ATTENTION_NAMES)}) and 'scale'; got keys {sorted(spec)}. "
+                "Example: {'name': 'rbf', 'scale': 0.125}."
             )
         _resolve_name(spec["name"], spec.get("scale"), source)
         return dict(spec)
@@ -446,6 +450,10 @@ def attach_kernels(model: nn.Module, kernel: str | Kernel = "rbf", *, learnable:
         ref = next(m.parameters(), None)
         if ref is not None:
             k = k.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point() else None)
+        raw = k._parameters.get("raw_scale")
+        if raw is not None and not isinstance(kernel, Kernel):
+            with torch.no_grad():  # a factor of exactly one in the model's dtype
+                raw.fill_(_SOFTPLUS_ONE)
         setattr(m, SUBMODULE, k)
     return modules
 
