@@ -235,12 +235,20 @@ def test_use_kernel_belongs_to_its_thread() -> None:
     assert type(here).__name__ == "Gaussian" and type(seen[0]).__name__ == "ExpDot"
 
 
-@pytest.mark.parametrize("bad", ["nope", {"name": "nope"}, {"kernel": "rbf"}, 3])
+@pytest.mark.parametrize("bad", ["nope", {"name": "nope"}, {"kernel": "rbf"}, 3,
+                                 {"name": ["rbf"]}, None])
 def test_unknown_kernel_names_the_choices(bad) -> None:
     model = _build("llama")
     with pytest.raises(NadarayaError, match=r"softmax.*rbf"):
         huggingface.set_kernel(model, bad)
     with pytest.raises(NadarayaError, match="use_kernel"), huggingface.use_kernel(bad):
+        pass
+
+
+@pytest.mark.parametrize("scale", [[1.0], -1.0, 0.0, math.nan, math.inf, True, "0.5"])
+def test_bad_scale_in_a_spec_is_named(scale) -> None:
+    with pytest.raises(NadarayaError, match="scale"), \
+            huggingface.use_kernel({"name": "rbf", "scale": scale}):
         pass
 
 

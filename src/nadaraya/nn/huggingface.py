@@ -114,10 +114,14 @@ def _check_spec(spec: Any, source: str, *, objects: bool = True) -> Any:
                 f"{', '.join(ATTENTION_NAMES)}) and 'scale'; got keys {sorted(spec)}. "
                 "Example: {'name': 'rbf', 'scale': 0.125}."
             )
-        _resolve_name(spec["name"], spec.get("scale"), source)
+        scale = spec.get("scale")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float)):
+            raise NadarayaError(f"{source}['scale'] must be a positive number (the kernel's "
+                                f"scale, as SDPA's); got {scale!r}.")
+        _resolve(spec["name"], None if scale is None else float(scale), source)
         return dict(spec)
     if isinstance(spec, str):
-        _resolve_name(spec, None, source)
+        _resolve(spec, None, source)
         return spec
     raise NadarayaError(f"{source} must be {_choices()}; got {type(spec).__name__} {spec!r}.")
 
@@ -125,8 +129,6 @@ def _check_spec(spec: Any, source: str, *, objects: bool = True) -> Any:
 @functools.lru_cache(maxsize=256)
 def _resolve_name(name: Any, scale: float | None, source: str) -> Kernel:
     """The kernel of a name and scale, made once per (name, scale)."""
-    if not isinstance(name, str):
-        raise NadarayaError(f"{source} must name a kernel ({_choices()}); got {name!r}.")
     try:
         return get_attention_kernel(name, scale=scale)
     except NadarayaError as exc:
@@ -135,13 +137,20 @@ def _resolve_name(name: Any, scale: float | None, source: str) -> Kernel:
         raise NadarayaError(f"{source}: {exc}") from None
 
 
+def _resolve(name: Any, scale: float | None, source: str) -> Kernel:
+    if not isinstance(name, str):
+        raise NadarayaError(f"{source} must name a kernel ({_choices()}); got {name!r}.")
+    return _resolve_name(name, scale, source)
+
+
 def _from_spec(spec: Any, scaling: float | None, source: str) -> Kernel:
     if isinstance(spec, Kernel):
         return spec
     if isinstance(spec, Mapping):
-        scale = spec.get("scale", scaling)
-        return _resolve_name(spec["name"], None if scale is None else float(scale), source)
-    return _resolve_name(spec, None if scaling is None else float(scaling), source)
+        scale = spec.get("scale")
+        scale = scaling if scale is None else scale
+        return _resolve(spec["name"], None if scale is None else float(scale), source)
+    return _resolve(spec, None if scaling is None else float(scaling), source)
 
 
 def module_kernel(module: nn.Module, scaling: float | None = None) -> Kernel:
@@ -157,6 +166,8 @@ def module_kernel(module: nn.Module, scaling: float | None = None) -> Kernel:
     Returns
     -------
     Kernel
+        A kernel made from a name is made once per (name, scale) and shared
+        by every module that asks for it: copy it before changing it.
 
     Examples
     --------
