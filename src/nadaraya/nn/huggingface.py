@@ -353,9 +353,10 @@ def register(name: str = NAME) -> str:
     try:
         from transformers import AttentionInterface
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     except ImportError:
         raise NadarayaError(INSTALL) from None
-    taken = AttentionInterface._global_mapping.get(name)
+    taken = ALL_ATTENTION_FUNCTIONS.get(name)
     if name == "eager" or (taken is not None and taken is not attention_forward):
         raise NadarayaError(f"name {name!r} is an attention implementation of transformers "
                             "already; choose another name, e.g. 'nadaraya'.")
