@@ -42,19 +42,17 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import copy
-import functools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
 from .._errors import NadarayaError
-from ..kernels import ATTENTION_NAMES, Kernel, get_attention_kernel
+from ..kernels import Kernel, get_attention_kernel
+from ._hf_kernels import CONFIG_KEY, SUBMODULE, check_spec, module_kernel, use_kernel
 from .functional import kernel_attention
 
 __all__ = [
@@ -71,14 +69,8 @@ __all__ = [
 
 #: The attention implementation's default name.
 NAME = "nadaraya"
-#: The config attribute that names the kernel.
-CONFIG_KEY = "nadaraya_kernel"
-#: The submodule :func:`attach_kernels` adds to each attention module.
-SUBMODULE = "nadaraya_kernel"
-
 INSTALL = ("transformers is not installed; the Hugging Face attention interface needs it: "
            "pip install 'nadaraya[minilm]'.")
-_SPEC_KEYS = ("name", "scale")
 _UNSUPPORTED = {
     "softcap": "logit soft-capping",
     "s_aux": "attention sinks",
@@ -87,139 +79,7 @@ _UNSUPPORTED = {
 
 _SOFTPLUS_ONE = math.log(math.expm1(1.0))  # softplus(_SOFTPLUS_ONE) == 1
 
-_context: contextvars.ContextVar[Any] = contextvars.ContextVar("nadaraya_kernel", default=None)
 _registered: set[str] = set()
-
-
-def _choices() -> str:
-    return (f"one of {', '.join(map(repr, ATTENTION_NAMES))}, a dict "
-            "{'name': ..., 'scale': ...} or a nadaraya.kernels.Kernel")
-
-
-def _check_spec(spec: Any, source: str, *, objects: bool = True) -> Any:
-    """Refuse a kernel spec that is not a known name, a spec dict or (if allowed) a kernel."""
-    if isinstance(spec, Kernel):
-        if not objects:
-            raise NadarayaError(
-                f"{source} must be a kernel name or a dict {{'name': ..., 'scale': ...}} (it is "
-                f"saved with the config as JSON); got a {type(spec).__name__} object. Give the "
-                "object to nadaraya.nn.huggingface.attach_kernels or use_kernel instead."
-            )
-        return spec
-    if isinstance(spec, Mapping):
-        extra = sorted(set(spec) - set(_SPEC_KEYS))
-        if extra or "name" not in spec:
-            raise NadarayaError(
-                f"{source} as a dict takes the keys 'name' (required: one of "
-                f"{', '.join(ATTENTION_NAMES)}) and 'scale'; got keys {sorted(spec)}. "
-                "Example: {'name': 'rbf', 'scale': 0.125}."
-            )
-        scale = spec.get("scale")
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float)):
-            raise NadarayaError(f"{source}['scale'] must be a positive number (the kernel's "
-                                f"scale, as SDPA's); got {scale!r}.")
-        _resolve(spec["name"], None if scale is None else float(scale), source)
-        return dict(spec)
-    if isinstance(spec, str):
-        _resolve(spec, None, source)
-        return spec
-    raise NadarayaError(f"{source} must be {_choices()}; got {type(spec).__name__} {spec!r}.")
-
-
-@functools.lru_cache(maxsize=256)
-def _resolve_name(name: Any, scale: float | None, source: str) -> Kernel:
-    """The kernel of a name and scale, made once per (name, scale)."""
-    try:
-        return get_attention_kernel(name, scale=scale)
-    except NadarayaError as exc:
-        if source == "kernel":
-            raise
-        raise NadarayaError(f"{source}: {exc}") from None
-
-
-def _resolve(name: Any, scale: float | None, source: str) -> Kernel:
-    if not isinstance(name, str):
-        raise NadarayaError(f"{source} must name a kernel ({_choices()}); got {name!r}.")
-    return _resolve_name(name, scale, source)
-
-
-def _from_spec(spec: Any, scaling: float | None, source: str) -> Kernel:
-    if isinstance(spec, Kernel):
-        return spec
-    if isinstance(spec, Mapping):
-        scale = spec.get("scale")
-        scale = scaling if scale is None else scale
-        return _resolve(spec["name"], None if scale is None else float(scale), source)
-    return _resolve(spec, None if scaling is None else float(scaling), source)
-
-
-def module_kernel(module: nn.Module, scaling: float | None = None) -> Kernel:
-    """The kernel an attention module runs with now (context, attached, config, softmax).
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        An attention module of a ``transformers`` model (it has ``config``).
-    scaling : float, optional
-        The scale a kernel name takes; the module's ``scaling`` by default.
-
-    Returns
-    -------
-    Kernel
-        A kernel made from a name is made once per (name, scale) and shared
-        by every module that asks for it: copy it before changing it.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from nadaraya.nn.huggingface import module_kernel, use_kernel
-    >>> with use_kernel("rbf"):
-    ...     module_kernel(torch.nn.Module(), scaling=0.25)
-    Gaussian(bandwidth=2.0)
-    """
-    if scaling is None:
-        scaling = getattr(module, "scaling", None)
-    spec = _context.get()
-    if spec is not None:
-        return _from_spec(spec, scaling, "use_kernel(kernel)")
-    attached = getattr(module, SUBMODULE, None)
-    if isinstance(attached, Kernel):
-        return attached
-    config = getattr(module, "config", None)
-    spec = getattr(config, CONFIG_KEY, None)
-    if spec is not None:
-        _check_spec(spec, f"config.{CONFIG_KEY}", objects=False)
-        return _from_spec(spec, scaling, f"config.{CONFIG_KEY}")
-    return _from_spec("softmax", scaling, "kernel")
-
-
-@contextlib.contextmanager
-def use_kernel(kernel: str | Mapping[str, Any] | Kernel) -> Iterator[None]:
-    """Run every ``"nadaraya"`` attention inside the block with ``kernel``.
-
-    It overrides attached kernels and ``config.nadaraya_kernel``; the previous
-    choice comes back on exit, also after an error. The choice is a
-    :class:`contextvars.ContextVar`, so threads and asyncio tasks each keep
-    their own.
-
-    Parameters
-    ----------
-    kernel : str, dict or Kernel
-        A name (scale: the module's ``scaling``), ``{"name": ..., "scale": ...}``
-        or a kernel object (used as it is by every layer).
-
-    Examples
-    --------
-    >>> from nadaraya.nn.huggingface import use_kernel
-    >>> with use_kernel("laplacian"):
-    ...     pass
-    """
-    spec = _check_spec(kernel, "use_kernel(kernel)")
-    token = _context.set(spec)
-    try:
-        yield
-    finally:
-        _context.reset(token)
 
 
 def _need_weights(kwargs: Mapping[str, Any]) -> bool:
@@ -447,7 +307,7 @@ def attach_kernels(model: nn.Module, kernel: str | Kernel = "rbf", *, learnable:
         )
     if isinstance(kernel, str) and not isinstance(learnable, bool):
         raise NadarayaError(f"learnable must be True or False; got {learnable!r}.")
-    _check_spec(kernel, "kernel")
+    check_spec(kernel, "kernel")
     if isinstance(kernel, Mapping):
         raise NadarayaError("kernel must be a name or a Kernel object for attach_kernels; "
                             "give the scale through the object, e.g. Gaussian(2.0).")
@@ -504,7 +364,7 @@ def set_kernel(model: nn.Module, kernel: str | Mapping[str, Any] = "softmax", *,
     >>> set_kernel(model, "rbf").config.nadaraya_kernel             # doctest: +SKIP
     'rbf'
     """
-    spec = _check_spec(kernel, "kernel", objects=False)
+    spec = check_spec(kernel, "kernel", objects=False)
     config = getattr(model, "config", None)
     if config is None:
         raise NadarayaError(f"model must be a transformers PreTrainedModel (it has a config); "
