@@ -166,11 +166,8 @@ def attention_forward(
     groups = int(getattr(module, "num_key_value_groups", 1) or 1)
     flag = kwargs.get("is_causal")
     is_causal = bool(flag if flag is not None else getattr(module, "is_causal", True))
-    L, S = query.shape[-2], key.shape[-2]
-    is_causal = is_causal and attention_mask is None and L > 1
-    if is_causal and S > L:
-        # sdpa's reading of an empty static cache: is_causal aligns the first query and key
-        key, value = key[..., :L, :], value[..., :L, :]
+    # as sdpa: the flag stands for a mask not built; query i sees keys j <= i
+    is_causal = is_causal and attention_mask is None and query.shape[-2] > 1
     bias = kwargs.get("position_bias")
     if bias is not None:
         attention_mask = _with_bias(attention_mask, bias, is_causal, query, key)
