@@ -161,7 +161,8 @@ def robust_variance(est: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``w_j^2 e_j^2 z_j^a`` (the same quadratic form as
     :func:`pointwise_variance`, with ``w_j^2 e_j^2`` for ``w_j``); rows whose
     moments cannot give it to rounding are computed from their kernel weights.
-    It is the variance, given the data, of the wild bootstrap's fits.
+    It is the variance, given the data, of the wild bootstrap's fits. NaN
+    where the fit has no residual degrees of freedom (``n <= trace S``).
     """
     means, lse = est._means(X, return_lse=True)
     fitted, c, mu0, direct = est._solve_exact(means, X, coef=True)
@@ -202,6 +203,8 @@ def robust_variance(est: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 v[again.index, k] = again.variance
     elif design.degree == 0 and est.mask is None and rows.size:
         v[rows] = weight_variance(est, X[rows], noise=e2)
+    # no residual degrees of freedom (n <= trace S): the residuals say nothing of the noise
+    v[:, ~np.isfinite(est._sigma2)] = np.nan
     return fitted, v
 
 
@@ -211,15 +214,19 @@ def local_noise(est: Any, X: np.ndarray) -> np.ndarray:
     The Nadaraya-Watson smooth, with the fit's kernel and bandwidth, of
     ``w_j e_j^2`` (:func:`leverage_residuals`; ``w_j`` the sample weight): a
     local variance that follows heteroscedastic noise. In the targets'
-    frame, squared.
+    frame, squared. NaN where the fit has no residual degrees of freedom.
     """
     e2 = leverage_residuals(est) ** 2
     if est._omega is None:
-        return est._means(X, values=e2, empty="nan")
-    w = est.sample_weight_[:, None]
-    means = est._means(X, values=np.c_[est._omega[:, None] * w * e2, est._omega], empty="nan")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return means[:, :-1] / means[:, -1:]
+        out = est._means(X, values=e2, empty="nan")
+    else:
+        w = est.sample_weight_[:, None]
+        means = est._means(X, values=np.c_[est._omega[:, None] * w * e2, est._omega],
+                           empty="nan")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = means[:, :-1] / means[:, -1:]
+    out[:, ~np.isfinite(est._sigma2)] = np.nan
+    return out
 
 
 def multipliers(rng: np.random.RandomState, shape: tuple[int, ...], kind: str) -> np.ndarray:
