@@ -137,7 +137,15 @@ def fitted_for(model: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 def _feature_index(model: Any, features: Any) -> list[int]:
     d = model.n_features_in_
     names = getattr(model, "feature_names_in_", None)
-    given = [features] if isinstance(features, str | int | np.integer) else list(features)
+    if isinstance(features, str | int | np.integer):
+        given = [features]
+    elif isinstance(features, list | tuple | np.ndarray):
+        given = list(features)
+    else:
+        raise NadarayaError(
+            f"features: expected a column number, a feature name or a list of them; got "
+            f"{features!r}."
+        )
     out = []
     for f in given:
         if isinstance(f, str):
