@@ -164,8 +164,8 @@ def test_scale_of_the_targets(rng: np.random.Generator) -> None:
     assert c.pvalue == a.pvalue
 
 
-def _rejections(make, reps: int, seed: int, effect: float, feature: int = 1,
-                categorical: bool = False) -> float:
+def _rejections(make, reps: int, seed: int, effect: float, categorical: bool = False,
+                n_resamples: int = 99) -> float:
     rng = np.random.default_rng(seed)
     n, rejected = 50, 0
     for r in range(reps):
@@ -173,7 +173,7 @@ def _rejections(make, reps: int, seed: int, effect: float, feature: int = 1,
         z = rng.integers(0, 3, n).astype(float) if categorical else rng.uniform(0, 1, n)
         y = np.sin(2 * np.pi * x) + effect * z + 0.5 * rng.normal(size=n)
         model = make().fit(np.c_[x, z], y)
-        res = significance_test(model, feature, n_resamples=99, random_state=r)
+        res = significance_test(model, 1, n_resamples=n_resamples, random_state=r)
         rejected += res.pvalue <= 0.05
     return rejected / reps
 
@@ -194,9 +194,11 @@ def test_size_and_power_categorical_local_linear() -> None:
     def make() -> LocalPolynomialRegressor:
         return LocalPolynomialRegressor(bandwidth=[0.1, 0.3], var_types="cu")
 
-    size = _rejections(make, 300, 2, effect=0.0, categorical=True)
-    assert 0.05 - 3 * 0.0126 < size < 0.05 + 3 * 0.0126
-    assert _rejections(make, 100, 3, effect=0.5, categorical=True) > 0.8
+    # mixed kernels take the streamed engine: fewer data sets (a standard error of 1.5%)
+    # and 39 resamples (an exact 5% test: p <= 0.05 when at most one resample exceeds)
+    size = _rejections(make, 200, 2, effect=0.0, categorical=True, n_resamples=39)
+    assert 0.05 - 3 * 0.0154 < size < 0.05 + 3 * 0.0154
+    assert _rejections(make, 50, 3, effect=0.5, categorical=True, n_resamples=39) > 0.8
 
 
 def test_hostile_inputs(rng: np.random.Generator) -> None:

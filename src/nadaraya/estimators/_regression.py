@@ -16,6 +16,7 @@ from ._mixed import check_var_types
 from ._tabular import all_numeric, code_fit, code_predict, frame_types, is_frame
 from ._uncertainty import (
     bootstrap_deviations,
+    check_interval,
     check_level,
     interval,
     local_noise,
@@ -245,21 +246,7 @@ class _KernelRegressor(RegressorMixin, KernelSmoother):
         >>> bool(np.all(phi - plo > hi - lo))
         True
         """
-        if kind not in ("confidence", "prediction"):
-            raise NadarayaError(
-                f"kind must be 'confidence' (band for the mean) or 'prediction' (interval "
-                f"for a new observation); got {kind!r}."
-            )
-        if method not in ("hc", "normal", "bootstrap"):
-            raise NadarayaError(
-                f"method must be 'hc', 'normal' or 'bootstrap'; got {method!r}."
-            )
-        if simultaneous and (method != "bootstrap" or kind != "confidence"):
-            raise NadarayaError(
-                f"simultaneous=True needs method='bootstrap' and kind='confidence'; got "
-                f"method={method!r}, kind={kind!r}. Pass method='bootstrap' for a "
-                "simultaneous band for the mean, or simultaneous=False."
-            )
+        check_interval(kind, method, simultaneous, multiplier)
         check_level(level)
         check_is_fitted(self)
         if _dask.involved(self, X):

@@ -42,6 +42,7 @@ from ._direct import solve_exact, solve_rows
 __all__ = [
     "MULTIPLIERS",
     "bootstrap_deviations",
+    "check_interval",
     "check_level",
     "check_resamples",
     "interval",
@@ -259,8 +260,6 @@ def bootstrap_deviations(est: Any, X: np.ndarray, n_resamples: int, random_state
     one engine pass with one value column per resample.
     """
     check_resamples(n_resamples)
-    if multiplier not in MULTIPLIERS:
-        multipliers(np.random.RandomState(0), (0,), multiplier)
     rng = check_random_state(random_state)
     scaled = leverage_residuals(est)
     n, p = scaled.shape
@@ -286,6 +285,27 @@ def check_resamples(n_resamples: Any) -> None:
             and n_resamples >= 1):
         raise NadarayaError(
             f"n_resamples must be a positive integer (e.g. 999); got {n_resamples!r}."
+        )
+
+
+def check_interval(kind: Any, method: Any, simultaneous: Any, multiplier: Any) -> None:
+    """Raise unless the options of ``predict_interval`` go together."""
+    if kind not in ("confidence", "prediction"):
+        raise NadarayaError(
+            f"kind must be 'confidence' (band for the mean) or 'prediction' (interval "
+            f"for a new observation); got {kind!r}."
+        )
+    if method not in ("hc", "normal", "bootstrap"):
+        raise NadarayaError(f"method must be 'hc', 'normal' or 'bootstrap'; got {method!r}.")
+    if multiplier not in MULTIPLIERS:
+        raise NadarayaError(
+            f"multiplier must be one of {', '.join(map(repr, MULTIPLIERS))}; got {multiplier!r}."
+        )
+    if simultaneous and (method != "bootstrap" or kind != "confidence"):
+        raise NadarayaError(
+            f"simultaneous=True needs method='bootstrap' and kind='confidence'; got "
+            f"method={method!r}, kind={kind!r}. Pass method='bootstrap' for a "
+            "simultaneous band for the mean, or simultaneous=False."
         )
 
 
