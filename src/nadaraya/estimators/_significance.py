@@ -15,7 +15,9 @@ the fitted curve over ``1e-4`` bandwidths (the derivative of the estimator to
 about ``1e-8`` of its size): for Nadaraya-Watson it is the analytic gradient
 that R's ``npsigtest`` and statsmodels' ``TestRegCoefC`` use; for a local
 polynomial it is the derivative of the fitted curve, which differs from the
-local slope coefficient those report by ``O(h^2)``.
+local slope coefficient those report by ``O(h^2)``. A model fitted with a
+``tolerance`` gives fits within the certified sums' error, which the central
+difference divides by ``2e-4`` bandwidths: test a model with exact sums.
 
 The statistic's distribution under the hypothesis comes from a bootstrap
 under the null (Racine's "bootstrap I"): the model is refitted without the
