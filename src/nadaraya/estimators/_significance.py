@@ -204,13 +204,18 @@ class _Statistic:
                 self.queries.append(("difference", 0.0, at))
 
     def __call__(self, Y: np.ndarray) -> np.ndarray:
-        total = np.zeros(Y.shape[1])
+        # every query set in one engine pass
+        n = self.model.X_fit_.shape[0]
+        fits = fitted_for(self.model, np.concatenate([Xq for q in self.queries for Xq in q[2]]),
+                          Y)
+        total, start = np.zeros(Y.shape[1]), 0
         for kind, step, at in self.queries:
-            fits = [fitted_for(self.model, Xq, Y) for Xq in at]
+            f = fits[start:start + n * len(at)].reshape(len(at), n, -1)
+            start += n * len(at)
             if kind == "gradient":
-                total += np.mean(((fits[0] - fits[1]) / (2.0 * step)) ** 2, axis=0)
+                total += np.mean(((f[0] - f[1]) / (2.0 * step)) ** 2, axis=0)
             else:
-                total += sum(np.mean((f - fits[0]) ** 2, axis=0) for f in fits[1:])
+                total += np.mean(((f[1:] - f[0]) ** 2).sum(axis=0), axis=0)
         return total
 
 
@@ -293,12 +298,12 @@ def significance_test(model: Any, features: Any, *, n_resamples: int = 399,
     index = _feature_index(model, features)
     stat = _Statistic(model, index, statistic)
     y = model._y_train  # (n, 1), in the targets' frame
-    observed = float(stat(y)[0])
     g0 = _null_fit(model, index)
     u = y[:, 0] - g0
     rng = check_random_state(random_state)
     n = y.shape[0]
     null = np.empty(n_resamples)
+    observed = np.nan
     for start in range(0, n_resamples, _CHUNK):
         b = min(_CHUNK, n_resamples - start)
         if bootstrap == "iid":
@@ -306,7 +311,11 @@ def significance_test(model: Any, features: Any, *, n_resamples: int = 399,
         else:
             kind = "mammen" if bootstrap == "wild" else "rademacher"
             draws = u[:, None] * multipliers(rng, (n, b), kind)
-        null[start:start + b] = stat(g0[:, None] + draws)
+        if start == 0:  # the data's statistic rides along with the first batch
+            values = stat(np.concatenate([y, g0[:, None] + draws], axis=1))
+            observed, null[:b] = float(values[0]), values[1:]
+        else:
+            null[start:start + b] = stat(g0[:, None] + draws)
     pvalue = (1.0 + np.count_nonzero(null >= observed)) / (n_resamples + 1.0)
     names = getattr(model, "feature_names_in_", None)
     tested = [str(names[k]) if names is not None else f"x{k}" for k in index]

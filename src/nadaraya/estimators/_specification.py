@@ -175,16 +175,20 @@ def specification_test(model: Any, parametric: Any = "linear", *, n_resamples: i
         smoothed = fitted_for(model, X, Y - fit(Y))
         return factor * np.sum(smoothed**2, axis=0)
 
-    observed = float(statistic(y)[0])
     f0 = fit(y)[:, 0]
     u = y[:, 0] - f0
     rng = check_random_state(random_state)
     n = y.shape[0]
     null = np.empty(n_resamples)
+    observed = np.nan
     for start in range(0, n_resamples, _CHUNK):
         b = min(_CHUNK, n_resamples - start)
-        null[start:start + b] = statistic(f0[:, None] + u[:, None] * multipliers(rng, (n, b),
-                                                                                 multiplier))
+        draws = f0[:, None] + u[:, None] * multipliers(rng, (n, b), multiplier)
+        if start == 0:  # the data's statistic rides along with the first batch
+            values = statistic(np.concatenate([y, draws], axis=1))
+            observed, null[:b] = float(values[0]), values[1:]
+        else:
+            null[start:start + b] = statistic(draws)
     pvalue = (1.0 + np.count_nonzero(null >= observed)) / (n_resamples + 1.0)
     return BootstrapTest("specification", float(model._out(observed, power=2)),
                          float(pvalue), int(n_resamples), model._out(null, power=2),
