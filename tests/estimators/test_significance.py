@@ -27,9 +27,11 @@ def _nw_gradient(X: np.ndarray, y: np.ndarray, h: np.ndarray, k: int) -> np.ndar
     return ((dK @ y) * s - sy * dK.sum(1)) / s**2
 
 
-def _nw(Xq: np.ndarray, X: np.ndarray, Y: np.ndarray, h: np.ndarray) -> np.ndarray:
-    K = np.exp(-0.5 * ((((Xq[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=2)))
-    return K @ Y / K.sum(1)
+def _null(X: np.ndarray, y: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian NW fit at the data and residuals over ``sqrt(1 - S_jj)``."""
+    K = np.exp(-0.5 * ((((X[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=2)))
+    S = K / K.sum(1, keepdims=True)
+    return S @ y, (y - S @ y) / np.sqrt(1 - np.diag(S))
 
 
 def _data(rng: np.random.Generator, n: int = 40) -> tuple[np.ndarray, np.ndarray]:
@@ -83,17 +85,16 @@ def test_group_statistic_and_null_distribution_from_naive_formulas(
     both = significance_test(model, ["x0", "x1"], n_resamples=5, random_state=7)
     assert both.statistic == pytest.approx(g[0] + g[1], rel=1e-6)
     # the bootstrap: NW on x0 alone, centred residuals resampled with replacement
-    g0 = _nw(X[:, :1], X[:, :1], y, h[:1])
-    u = y - g0
+    g0, u = _null(X[:, :1], y, h[:1])
     idx = np.random.RandomState(7).randint(0, len(y), size=(len(y), 30))
     Ystar = g0[:, None] + (u - u.mean())[idx]
     null = [np.mean(_nw_gradient(X, Ystar[:, b], h, 1) ** 2) for b in range(30)]
     np.testing.assert_allclose(one.null_distribution, null, rtol=1e-6)
     expected = (1 + np.sum(np.asarray(null) >= one.statistic)) / 31
     assert one.pvalue == pytest.approx(expected)
-    # testing every feature: the null fit is the mean
+    # testing every feature: the null fit is the mean, of leverage 1 / n
     idx = np.random.RandomState(7).randint(0, len(y), size=(len(y), 5))
-    Ystar = y.mean() + (y - y.mean())[idx]
+    Ystar = y.mean() + (y - y.mean())[idx] / np.sqrt(1 - 1 / len(y))
     null = [sum(np.mean(_nw_gradient(X, Ystar[:, b], h, k) ** 2) for k in range(2))
             for b in range(5)]
     np.testing.assert_allclose(both.null_distribution, null, rtol=1e-6)
@@ -103,8 +104,7 @@ def test_wild_bootstrap_draws(rng: np.random.Generator) -> None:
     X, y = _data(rng)
     h = np.array([0.1, 0.3])
     model = NadarayaWatsonRegressor(bandwidth=h).fit(X, y)
-    g0 = _nw(X[:, :1], X[:, :1], y, h[:1])
-    u = y - g0
+    g0, u = _null(X[:, :1], y, h[:1])
     r5 = np.sqrt(5.0)
     draw = np.random.RandomState(2).random_sample((len(y), 8))
     V = np.where(draw < (r5 + 1) / (2 * r5), -(r5 - 1) / 2, (r5 + 1) / 2)
