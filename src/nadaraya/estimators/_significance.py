@@ -26,8 +26,8 @@ tested features, the other bandwidths held, giving ``g0`` and its residuals
 the statistic recomputed at the fitted bandwidth. Dividing by
 ``sqrt(1 - S0_jj)`` (``S0`` the null fit's smoother) gives the resampled noise
 the spread of the noise rather than of the residuals, which the null fit
-shrinks by about ``trace(S0) / n``: R's ``npsigtest`` and statsmodels resample
-the raw residuals, and the test then rejects a true null too often (8.7% at
+shrinks by about ``trace(S0) / n``: statsmodels' ``TestRegCoefC`` resamples the
+raw residuals, and the test then rejects a true null too often (8.7% at
 the 5% level in 300 simulated data sets of 50 points, two features,
 Nadaraya-Watson at fixed bandwidths; 5.0% with the correction). The
 smoother is linear in the targets, so a batch of resamples is one engine pass
