@@ -22,6 +22,8 @@ from __future__ import annotations
 from ._classifier import KernelClassifier
 from ._progress import SearchStep, search_progress
 from ._regression import LocalPolynomialRegressor, NadarayaWatsonRegressor
+from ._significance import significance_test
+from ._specification import specification_test
 from .linear import LinearSmoother
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "NadarayaWatsonRegressor",
     "SearchStep",
     "search_progress",
+    "significance_test",
+    "specification_test",
 ]
 
 from .metric import MetricKernelRegressor
