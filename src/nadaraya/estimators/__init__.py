@@ -22,10 +22,14 @@ from __future__ import annotations
 from ._classifier import KernelClassifier
 from ._progress import SearchStep, search_progress
 from ._regression import LocalPolynomialRegressor, NadarayaWatsonRegressor
+from .conditional import ConditionalDensity
+from .density import KernelDensity
 from .linear import LinearSmoother
 
 __all__ = [
+    "ConditionalDensity",
     "KernelClassifier",
+    "KernelDensity",
     "LinearSmoother",
     "LocalPolynomialRegressor",
     "NadarayaWatsonRegressor",
