@@ -103,7 +103,7 @@ def test_density_integrates_to_one_in_y(kernel: str) -> None:
 def test_far_and_empty_queries() -> None:
     X, ys = _data(5)
     cd = ConditionalDensity("epanechnikov", bandwidth=[0.5, 0.5]).fit(X[:, :1], ys["c"])
-    out = cd.score_samples([[100.0], [0.0]], [0.0, 100.0])
+    out = cd.score_samples([[100.0], [0.0], [1e200]], [0.0, 100.0, -1e200])
     assert not np.isnan(out).any() and np.all(out == -np.inf)
     g = ConditionalDensity(bandwidth=[0.5, 0.5]).fit(X[:, :1], ys["c"])
     far = g.score_samples([[50.0]], [1e3])

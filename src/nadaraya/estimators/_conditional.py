@@ -69,13 +69,18 @@ class ConditionalModel:
                 tolerance: float | None) -> np.ndarray:
         """``log f(y | x)`` at the rows ``Q = [y, x]``; ``-inf`` where ``f(x, y) = 0``; no NaN."""
         k = self.k_dep
+        out = np.full(Q.shape[0], -np.inf)
+        near = ~self.joint.beyond_support(Q, Z)
+        if not near.any():
+            return out
+        Q = Q[near]
         num = log_kernel_sums(Q, Z, self.joint.kernel(), self._logw(self.joint, Z, w),
                               tolerance=tolerance) + self.joint.log_norm()
         den = log_kernel_sums(Q[:, k:], Z[:, k:], self.marginal.kernel(),
                               self._logw(self.marginal, Z[:, k:], w),
                               tolerance=tolerance) + self.marginal.log_norm()
-        out = num - den
-        return np.where(np.isfinite(den) & np.isfinite(num), out, -np.inf)
+        out[near] = np.where(np.isfinite(den) & np.isfinite(num), num - den, -np.inf)
+        return out
 
     def _cdf_kernel(self, Q: np.ndarray) -> tuple[Kernel, np.ndarray, np.ndarray]:
         """The kernel ``G * K_x``, the queries with categorical ``y`` snapped, and rows with F=0."""
@@ -108,6 +113,16 @@ class ConditionalModel:
     def cdf(self, Q: np.ndarray, Z: np.ndarray, w: np.ndarray,
             tolerance: float | None) -> np.ndarray:
         """``F(y | x)`` at the rows ``Q = [y, x]``; NaN where ``f(x) = 0``."""
+        k = self.k_dep
+        out = np.full(Q.shape[0], np.nan)
+        near = ~self.marginal.beyond_support(Q[:, k:], Z[:, k:])
+        if not near.any():
+            return out
+        out[near] = self._cdf_near(Q[near], Z, w, tolerance)
+        return out
+
+    def _cdf_near(self, Q: np.ndarray, Z: np.ndarray, w: np.ndarray,
+                  tolerance: float | None) -> np.ndarray:
         k = self.k_dep
         kernel, Qs, zero = self._cdf_kernel(Q)
         logw = self._logw(self.marginal, Z[:, k:], w)
