@@ -91,11 +91,7 @@ class ConditionalModel:
         parts: list[Kernel] = []
         for j in range(k):
             if joint.types[j] == "c":
-                if joint.name != "gaussian":
-                    raise NadarayaError(
-                        "the conditional CDF and quantiles of a continuous dependent variable "
-                        f"need kernel='gaussian' (its CDF is known); got kernel={joint.name!r}."
-                    )
+                _require_gaussian(joint.name)
                 parts.append(log_ndtr_kernel(float(joint.bandwidth[j])).on([j]))
                 continue
             lev = joint.levels[j]
@@ -152,12 +148,11 @@ class ConditionalModel:
             first = np.argmax(hit, axis=1)
             out = np.where(hit.any(axis=1), lev[first], lev[-1])
             return np.where(np.isnan(F).any(axis=1), np.nan, out)
-        if joint.name != "gaussian":
-            self._cdf_kernel(X[:1, :0])  # raises the message of a non-Gaussian kernel
+        _require_gaussian(joint.name)
         h = float(joint.bandwidth[0])
         y = Z[:, 0]
         xk = self.marginal.kernel()
-        kw = w * np.exp(self._logw(self.marginal, Z[:, 1:], w) - np.log(w))
+        kw = np.exp(self._logw(self.marginal, Z[:, 1:], w))
         lo, hi = float(y.min()) - 40.0 * h, float(y.max()) + 40.0 * h
         out = np.empty(X.shape[0])
         for start in range(0, X.shape[0], _BLOCK):
@@ -171,6 +166,14 @@ class ConditionalModel:
                 keep = a > 0
                 out[start + i] = _mixture_root(a[keep] / total, y[keep], h, q, lo, hi)
         return out
+
+
+def _require_gaussian(name: str) -> None:
+    if name != "gaussian":
+        raise NadarayaError(
+            "the conditional CDF and quantiles of a continuous dependent variable need "
+            f"kernel='gaussian' (its CDF is known); got kernel={name!r}."
+        )
 
 
 def _mixture_root(a: np.ndarray, y: np.ndarray, h: float, q: float, lo: float,
