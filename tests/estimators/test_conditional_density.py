@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from scipy.optimize import brentq
@@ -9,7 +11,7 @@ from scipy.stats import norm
 from statsmodels.nonparametric.kernel_density import KDEMultivariateConditional
 
 from nadaraya import NadarayaError
-from nadaraya.estimators import ConditionalDensity
+from nadaraya.estimators import ConditionalDensity, ConditionalQuantileRegressor
 
 from .test_density import integrate_pieces
 
@@ -138,3 +140,15 @@ def test_bad_queries() -> None:
     for q in (0.0, 1.0, -0.2, "half"):
         with pytest.raises(NadarayaError, match="q must be"):
             one.predict_quantile([[0.0]], q)
+
+
+def test_quantile_regressor_is_the_density_quantile_and_pickles() -> None:
+    X, ys = _data(7)
+    reg = ConditionalQuantileRegressor(0.8, bandwidth=[0.4, 0.5]).fit(X[:, :1], ys["c"])
+    cd = ConditionalDensity(bandwidth=[0.4, 0.5]).fit(X[:, :1], ys["c"])
+    Qx = np.linspace(-2, 2, 7)[:, None]
+    np.testing.assert_array_equal(reg.predict(Qx), cd.predict_quantile(Qx, 0.8))
+    again = pickle.loads(pickle.dumps(cd))
+    np.testing.assert_array_equal(again.score_samples(Qx, Qx[:, 0]), cd.score_samples(Qx, Qx[:, 0]))
+    with pytest.raises(NadarayaError, match="quantile must be"):
+        ConditionalQuantileRegressor(1.5).fit(X[:, :1], ys["c"])

@@ -14,6 +14,7 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from nadaraya.estimators import (
+    ConditionalQuantileRegressor,
     KernelClassifier,
     KernelDensity,
     LocalPolynomialRegressor,
@@ -32,6 +33,7 @@ def test_sklearn_contract_default(estimator, check) -> None:
                           LocalPolynomialRegressor(bandwidth=1.0),
                           KernelClassifier(kernel="laplacian", bandwidth="silverman"),
                           KernelDensity(bandwidth="scott"),
-                          KernelDensity("epanechnikov", bandwidth=2.0)])
+                          KernelDensity("epanechnikov", bandwidth=2.0),
+                          ConditionalQuantileRegressor(0.3, bandwidth="scott")])
 def test_sklearn_contract_fixed_bandwidth(estimator, check) -> None:
     check(estimator)

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .._errors import NadarayaError
@@ -26,7 +26,7 @@ from ._density_fit import (
 from ._density_kernel import DensityKernel, check_radial_name
 from ._mixed import check_var_types
 
-__all__ = ["ConditionalDensity"]
+__all__ = ["ConditionalDensity", "ConditionalQuantileRegressor"]
 
 _METHODS = ("cv_ml", "scott", "silverman")
 
@@ -156,14 +156,16 @@ default "cv_ml"
             h = numeric_bandwidth(self.bandwidth, types, levels, self.ukernel, self.okernel)
         self.bandwidth_ = np.asarray(h, dtype=float).copy()
         self.dep_types_, self.var_types_ = yt, xt
-        self._make = make
+        self._parts = (name, types, levels, blocks)
         self._Z, self._w = Z, w
         self._k = k
         self._log_total = math.log(float(w.sum()))
         return self
 
     def _model(self) -> ConditionalModel:
-        joint: DensityKernel = self._make(self.bandwidth_)
+        name, types, levels, blocks = self._parts
+        joint = DensityKernel(name, types, self.bandwidth_, levels, self.ukernel, self.okernel,
+                              blocks)
         return ConditionalModel(joint, self._k)
 
     def _queries(self, X: Any, y: Any) -> np.ndarray:
@@ -239,3 +241,81 @@ default "cv_ml"
         Xq = validate_data(self, X, reset=False, dtype=np.float64)
         return self._model().quantile(Xq, float(q), self._Z, self._w,
                                       check_tolerance(self.tolerance))
+
+
+class ConditionalQuantileRegressor(RegressorMixin, BaseEstimator):
+    """Predict the conditional ``quantile`` of ``y`` given ``x`` (R's ``npqreg``).
+
+    A :class:`ConditionalDensity` of one continuous ``y`` (Gaussian kernel)
+    whose ``predict`` is :meth:`ConditionalDensity.predict_quantile`.
+
+    Parameters
+    ----------
+    quantile : float in (0, 1), default 0.5
+    bandwidth : {"cv_ml", "scott", "silverman"} or array of shape (1 + n_features,), \
+default "cv_ml"
+        ``y``'s bandwidth first, then ``X``'s.
+    var_types : str, optional
+        Types of ``X``'s columns (``'c'``, ``'u'``, ``'o'``).
+    ukernel, okernel, tolerance
+        As for :class:`ConditionalDensity`.
+
+    Attributes
+    ----------
+    density_ : ConditionalDensity
+        The fitted conditional density.
+    bandwidth_ : ndarray of shape (1 + n_features,)
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nadaraya.estimators import ConditionalQuantileRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(0, 3, (150, 1)); y = np.sin(x[:, 0]) + 0.3 * rng.normal(size=150)
+    >>> upper = ConditionalQuantileRegressor(0.9, bandwidth="scott").fit(x, y).predict(x[:3])
+    """
+
+    def __init__(self, quantile: float = 0.5, *, bandwidth: Any = "cv_ml",
+                 var_types: str | None = None, ukernel: str = "aitchison-aitken",
+                 okernel: str = "wang-van-ryzin", tolerance: float | None = None) -> None:
+        self.quantile = quantile
+        self.bandwidth = bandwidth
+        self.var_types = var_types
+        self.ukernel = ukernel
+        self.okernel = okernel
+        self.tolerance = tolerance
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> ConditionalQuantileRegressor:
+        """Fit the conditional density of ``y`` given ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        self
+        """
+        q = self.quantile
+        if isinstance(q, bool) or not isinstance(q, int | float | np.floating) or \
+                not 0.0 < float(q) < 1.0:
+            raise NadarayaError(f"quantile must be a number in (0, 1); got {q!r}.")
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        self.density_ = ConditionalDensity(
+            "gaussian", self.bandwidth, dep_types="c", var_types=self.var_types,
+            ukernel=self.ukernel, okernel=self.okernel, tolerance=self.tolerance,
+        ).fit(X, y, sample_weight)
+        self.bandwidth_ = self.density_.bandwidth_
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The conditional ``quantile`` at each row of ``X``, shape ``(n_queries,)``.
+
+        NaN where ``x`` has no weight.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return self.density_.predict_quantile(X, float(self.quantile))
