@@ -149,6 +149,7 @@ def test_quantile_regressor_is_the_density_quantile_and_pickles() -> None:
     Qx = np.linspace(-2, 2, 7)[:, None]
     np.testing.assert_array_equal(reg.predict(Qx), cd.predict_quantile(Qx, 0.8))
     again = pickle.loads(pickle.dumps(cd))
-    np.testing.assert_array_equal(again.score_samples(Qx, Qx[:, 0]), cd.score_samples(Qx, Qx[:, 0]))
+    np.testing.assert_array_equal(again.score_samples(Qx, Qx[:, 0]),
+                                  cd.score_samples(Qx, Qx[:, 0]))
     with pytest.raises(NadarayaError, match="quantile must be"):
         ConditionalQuantileRegressor(1.5).fit(X[:, :1], ys["c"])
