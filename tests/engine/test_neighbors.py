@@ -317,3 +317,29 @@ def test_kernel_on_no_columns_with_a_neighbour_mask() -> None:
     want = KNeighborsRegressor(n_neighbors=4).fit(x, v).predict(x)
     assert_same(got, want)
     assert_same(got, dense(x, x, v, kernel, M.KNearest(4)))
+
+
+@pytest.mark.parametrize("kernel", COMPACT)
+@pytest.mark.parametrize("d", [1, 2])
+def test_queries_near_the_float_limit_are_unreachable_not_an_overflow(kernel: str, d: int) -> None:
+    # the KD-tree squares coordinate differences: a query at 1e200 overflowed it
+    rng = np.random.default_rng(0)
+    keys = rng.normal(size=(60, d))
+    values = keys[:, 0]
+    queries = np.zeros((3, d))
+    queries[0, 0], queries[2, -1] = 1e200, -1e300
+    assert chosen(queries, keys, values, kernel, bandwidth=0.5) == "neighbors"
+    got = neighbors(queries, keys, values, kernel, bandwidth=0.5, empty="nan")
+    assert_same(got, dense(queries, keys, values, kernel, bandwidth=0.5, empty="nan"))
+    assert np.isnan(got[[0, 2]]).all() and np.isfinite(got[1])
+
+
+def test_points_spread_over_the_float_range_find_their_neighbours() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(40, 1))
+    keys = np.concatenate([base * 1e300, base])
+    values = np.concatenate([base[:, 0], -base[:, 0]])
+    queries = np.array([[0.0], [1e300], [-5e299], [2e300], [-1e300], [7e299]])
+    want = dense(queries, keys, values, "epanechnikov", bandwidth=2e299, empty="nan")
+    assert_same(neighbors(queries, keys, values, "epanechnikov", bandwidth=2e299, empty="nan"),
+                want)

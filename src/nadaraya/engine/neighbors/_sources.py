@@ -21,6 +21,8 @@ __all__: list[str] = []
 
 _SAMPLE_QUERIES = 2048
 _SAMPLE_KEYS = 16384
+#: Largest coordinate a KD-tree gets: its squared distances (up to ``d (2 x)^2``) stay finite.
+_TREE_COORDINATE = 2.0**500
 
 
 @dataclass
@@ -35,6 +37,16 @@ class _Ball:
     pairs: float = 0.0
     sample_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sample_counts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def __post_init__(self) -> None:
+        # The trees square coordinate differences: points near the float64 limit (a query
+        # at 1e200) would overflow them. A power of two scales points and radius exactly
+        # and leaves every neighbour set as it was.
+        top = max(float(np.abs(a).max(initial=0.0)) for a in (self.qpts, self.kpts))
+        if top > _TREE_COORDINATE:
+            shift = math.frexp(top)[1] - math.frexp(_TREE_COORDINATE)[1]
+            self.qpts, self.kpts = np.ldexp(self.qpts, -shift), np.ldexp(self.kpts, -shift)
+            self.radius = math.ldexp(self.radius, -shift)
 
 
 @dataclass
