@@ -6,7 +6,12 @@ the input's dtype; an alpha channel is kept unchanged, only the colour channels
 are filtered. The noise level --sigma is in the file's units (0-255 for 8-bit
 images) and is estimated when not given; --data-range is the full scale (the
 dtype's maximum for integer files, the span of the data for float files unless
-given). OUT must differ from IN: the input is never overwritten.
+given). OUT must differ from IN: the input is never overwritten. The
+metadata are carried: EXIF (orientation included), ICC profile, resolution and
+PNG text; for TIFF also the tiling, the description and the date, artist and
+copyright tags. A multi-page TIFF is denoised page by page into a multi-page
+OUT. --out-dtype writes another dtype by a stated rule (no clipping, no
+guessed range).
 
 With --compare FIG.png, a figure shows the noisy image, the denoised one and
 their difference side by side; with --reference CLEAN.png, the titles give
@@ -24,6 +29,7 @@ Examples:
   nadaraya denoise noisy.png clean.png --method nlm --sigma 25
   nadaraya denoise noisy.png out.png --method skr --compare fig.png --reference truth.png
   nadaraya denoise big.tif out.tif --sigma 12 --scheduler tcp://10.0.0.5:8786
+  nadaraya denoise scan16.tif preview.png --out-dtype uint8
 """
 
 from __future__ import annotations
@@ -79,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the image's full scale (255 for 8-bit files); default the dtype's "
                              "maximum for integer files and the span max - min of the data for "
                              "float files")
+    parser.add_argument("--out-dtype", choices=("uint8", "uint16", "float32", "float64"),
+                        help="write OUT in this dtype instead of IN's: integer full scales map "
+                             "onto each other, integers become floats in [0, 1], floats "
+                             "become integers from [0, --data-range] (default [0, 1]); "
+                             "values outside that range are refused, not clipped")
     parser.add_argument("--compare", metavar="FIG", help="also write a figure: noisy, "
                         "denoised and their difference side by side")
     parser.add_argument("--reference", metavar="CLEAN",
@@ -236,6 +247,28 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
     return 0
 
 
+def _load(args: argparse.Namespace) -> Any:
+    """IN's pages and metadata, with each page's colour channels and alpha."""
+    from ..image._pages import read_image_file
+
+    with _about("IN"):
+        file = read_image_file(args.input)
+    if len(file.pages) > 1:
+        with _about(f"IN {args.input}"):
+            file.stack  # noqa: B018 (pages of one shape and dtype, or the error says why)
+        for option in ("compare", "reference"):
+            if getattr(args, option) is not None:
+                raise NadarayaError(f"--{option}: IN {args.input} has {len(file.pages)} pages "
+                                    f"and --{option} shows one image; leave it out.")
+    return file
+
+
+def _out_dtype(args: argparse.Namespace, dtype: Any) -> Any:
+    import numpy as np
+
+    return np.dtype(dtype if args.out_dtype is None else args.out_dtype)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``nadaraya denoise``; returns the exit status."""
     import numpy as np
@@ -244,22 +277,27 @@ def run(args: argparse.Namespace) -> int:
     from ..image._chunked_io import image_header
 
     header = image_header(args.input)
-    if header is not None and header[2] and (args.scheduler is not None or _working_copy(
-            header[0], header[1]) > get_config().working_memory * 2**20):
+    if header is not None and header[2] and args.out_dtype is None and (
+            args.scheduler is not None or _working_copy(
+                header[0], header[1]) > get_config().working_memory * 2**20):
         return _chunked(args, header[0], header[1])
 
     from ..image import psnr
-    from ..image._io import as_image, data_range_of, image_writer, read_image, write_image
+    from ..image._dtype import convert_dtype
+    from ..image._io import as_image, data_range_of, image_writer, read_image
+    from ..image._pages import write_image_file
     from ..image.denoise import denoise
 
     target = args.outputs["OUT"]
-    with _about("IN"):
-        noisy = read_image(args.input)
-    if args.scheduler is not None or _working_copy(noisy.shape, noisy.dtype) > (
-            get_config().working_memory * 2**20):
+    file = _load(args)
+    noisy = file.pages[0]
+    if len(file.pages) == 1 and args.out_dtype is None and (
+            args.scheduler is not None or _working_copy(noisy.shape, noisy.dtype) > (
+                get_config().working_memory * 2**20)):
         return _chunked(args, noisy.shape, noisy.dtype, noisy)
     suffix = target.suffix or Path(args.input).suffix.lower()
-    image_writer(suffix, noisy.dtype, 1 if noisy.ndim == 2 else noisy.shape[2], f"OUT {target}")
+    out_dtype = _out_dtype(args, noisy.dtype)
+    image_writer(suffix, out_dtype, 1 if noisy.ndim == 2 else noisy.shape[2], f"OUT {target}")
     reference = None
     if args.reference:
         with _about("--reference"):
@@ -269,28 +307,47 @@ def run(args: argparse.Namespace) -> int:
                 f"--reference has shape {reference.shape} but IN has {noisy.shape}; they must "
                 "be the same image."
             )
-    colour, alpha = _split_alpha(noisy)
-    data_range, scale, sigma, how = _range_and_sigma(
-        args, colour, noisy.dtype.kind, lambda: data_range_of(as_image(colour)))
-    if sigma == 0:
-        write_image(target, noisy, suffix=suffix)
+
+    def convert(pages: list[Any]) -> list[Any]:
+        with _about("--out-dtype"):
+            return [convert_dtype(p, out_dtype, args.data_range, name="--out-dtype")
+                    for p in pages]
+
+    outs, lines, elapsed = [], [], 0.0
+    for k, page in enumerate(file.pages):
+        colour, alpha = _split_alpha(page)
+        data_range, scale, sigma, how = _range_and_sigma(
+            args, colour, page.dtype.kind, lambda c=colour: data_range_of(as_image(c)))
+        where = f"page {k}: " if len(file.pages) > 1 else ""
+        if sigma == 0:
+            outs.append(page)
+            lines.append(f"{where}no noise found (estimated sigma 0): kept unchanged")
+            continue
+        start = time.perf_counter()
+        with _about(f"IN {args.input}"):
+            outs.append(_join_alpha(denoise(colour, args.method, sigma, data_range=data_range),
+                                    alpha, np))
+        elapsed += time.perf_counter() - start
+        lines.append(f"{where}sigma {sigma:.4g} ({how}), data range {data_range:.4g} ({scale})")
+    write_image_file(target, convert(outs), file.meta, suffix=suffix)
+    if len(file.pages) == 1 and lines[0].startswith("no noise"):
         return _unchanged(args, target)
-    start = time.perf_counter()
-    with _about(f"IN {args.input}"):
-        out = _join_alpha(denoise(colour, args.method, sigma, data_range=data_range), alpha, np)
-    elapsed = time.perf_counter() - start
-    write_image(target, out, suffix=suffix)
-    kept = " (alpha kept)" if alpha is not None else ""
-    print(f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
-          f"({scale}), {noisy.shape[1]} x {noisy.shape[0]} {noisy.dtype}{kept} in "
-          f"{elapsed:.2f} s -> {target}")
+    kept = " (alpha kept)" if noisy.ndim == 3 and noisy.shape[2] in (2, 4) else ""
+    pages = f"{len(file.pages)} pages of " if len(file.pages) > 1 else ""
+    as_dtype = f" as {out_dtype}" if out_dtype != noisy.dtype else ""
+    print(f"{_NAMES[args.method]}: {'; '.join(lines)}, {pages}{noisy.shape[1]} x "
+          f"{noisy.shape[0]} {noisy.dtype}{kept} in {elapsed:.2f} s -> {target}{as_dtype}")
+    out = outs[0]
+    colour = _split_alpha(noisy)[0]
     scores = None
     if reference is not None:
+        data_range = data_range_of(as_image(colour), args.data_range)
         clean = _split_alpha(reference)[0]
         scores = (psnr(clean, colour, data_range=data_range),
                   psnr(clean, _split_alpha(out)[0], data_range=data_range))
         print(f"PSNR: noisy {scores[0]:.2f} dB, denoised {scores[1]:.2f} dB")
     if args.outputs["--compare"] is not None:
+        data_range = data_range_of(as_image(colour), args.data_range)
         _figure(args, colour, _split_alpha(out)[0], data_range, scores, np)
         print(f"figure -> {args.outputs['--compare']}")
     return 0
