@@ -261,3 +261,98 @@ def test_reading_from_a_stream_carries_no_metadata(tmp_path: Path) -> None:
     file = read_image_file(fifo)
     thread.join()
     assert file.meta == {} and file.pages[0].tolist() == [[7] * 4] * 4
+
+
+# -- per-method options, progress, volumes ----------------------------------------------
+def _noisy_file(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, np.ndarray]:
+    r, c = np.indices((40, 40))
+    clean = np.where((r - 20) ** 2 + (c - 20) ** 2 < 150, 180.0, 60.0)
+    noisy = np.clip(np.rint(clean + 15 * rng.standard_normal(clean.shape)), 0, 255)
+    write_image_file(tmp_path / "in.png", noisy.astype(np.uint8))
+    return tmp_path / "in.png", noisy.astype(np.uint8)
+
+
+@pytest.mark.parametrize(("method", "options", "params"), [
+    ("nlm", ["--h", "9", "--patch-size", "5", "--search-radius", "4", "--patch-kind", "box"],
+     {"h": 9.0, "patch_size": 5, "search_radius": 4, "patch_kind": "box"}),
+    ("bilateral", ["--sigma-color", "40", "--sigma-spatial", "1.5", "--radius", "3"],
+     {"sigma_color": 40.0, "sigma_spatial": 1.5, "radius": 3}),
+    ("kr", ["--h", "1.2", "--order", "2", "--radius", "3"], {"h": 1.2, "order": 2, "radius": 3}),
+])
+def test_cli_method_parameters(tmp_path: Path, rng: np.random.Generator, method: str,
+                               options: list[str], params: dict,
+                               capsys: pytest.CaptureFixture) -> None:
+    source, noisy = _noisy_file(tmp_path, rng)
+    assert main(["denoise", str(source), str(tmp_path / "o.png"), "--method", method,
+                 "--sigma", "15", *options]) == 0, capsys.readouterr().err
+    np.testing.assert_array_equal(iio.imread(tmp_path / "o.png"),
+                                  denoise(noisy, method, 15.0, **params))
+    out = capsys.readouterr().out
+    for name, value in params.items():
+        assert f"{name} {value:.4g}" in out if isinstance(value, float) else f"{name} {value}"
+
+
+def test_cli_refuses_another_methods_option(tmp_path: Path, rng: np.random.Generator,
+                                            capsys: pytest.CaptureFixture) -> None:
+    source, _ = _noisy_file(tmp_path, rng)
+    assert main(["denoise", str(source), str(tmp_path / "o.png"), "--method", "bilateral",
+                 "--patch-size", "5"]) == 1
+    assert "--patch-size is a parameter of --method nlm" in capsys.readouterr().err
+    assert not (tmp_path / "o.png").exists()
+    for bad in (["--patch-size", "4"], ["--search-radius", "-1"], ["--order", "3"],
+                ["--sigma-color", "0"]):
+        with pytest.raises(SystemExit):
+            main(["denoise", str(source), str(tmp_path / "o.png"), *bad])
+
+
+def test_cli_prints_the_estimated_sigma_or_nothing_when_quiet(
+        tmp_path: Path, rng: np.random.Generator, capsys: pytest.CaptureFixture) -> None:
+    from nadaraya.image import estimate_noise
+
+    source, noisy = _noisy_file(tmp_path, rng)
+    assert main(["denoise", str(source), str(tmp_path / "o.png"), "--method", "kr"]) == 0
+    assert f"sigma {estimate_noise(noisy):.4g} (estimated)" in capsys.readouterr().out
+    assert main(["denoise", str(source), str(tmp_path / "q.png"), "--method", "kr",
+                 "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    np.testing.assert_array_equal(iio.imread(tmp_path / "q.png"), iio.imread(tmp_path / "o.png"))
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_cli_progress_bar_only_on_a_terminal(tmp_path: Path, rng: np.random.Generator,
+                                             monkeypatch: pytest.MonkeyPatch, tty: bool,
+                                             capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("tqdm")
+    import sys
+
+    from nadaraya.cli import _denoise_options
+
+    source, _ = _noisy_file(tmp_path, rng)
+    monkeypatch.setattr(_denoise_options, "PROGRESS_PIXELS", 100)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
+    assert main(["denoise", str(source), str(tmp_path / "o.png"), "--method", "nlm",
+                 "--sigma", "15"]) == 0
+    err = capsys.readouterr().err
+    assert ("1.60k/1.60k" in err) == tty
+
+
+def test_cli_volume(tmp_path: Path, rng: np.random.Generator,
+                    capsys: pytest.CaptureFixture) -> None:
+    z, r, c = np.indices((5, 24, 24))
+    clean = np.where((r - 12) ** 2 + (c - 12) ** 2 + 4 * (z - 2) ** 2 < 60, 180.0, 60.0)
+    noisy = np.clip(np.rint(clean + 15 * rng.standard_normal(clean.shape)), 0,
+                    255).astype(np.uint8)
+    tifffile.imwrite(tmp_path / "in.tif", noisy, photometric="minisblack", metadata=None)
+    assert main(["denoise", str(tmp_path / "in.tif"), str(tmp_path / "o.tif"), "--method",
+                 "nlm", "--sigma", "15", "--volume"]) == 0, capsys.readouterr().err
+    assert "a volume of 5 pages" in capsys.readouterr().out
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "o.tif"),
+                                  denoise(noisy, "nlm", 15.0, channel_axis=None))
+    assert main(["denoise", str(tmp_path / "in.tif"), str(tmp_path / "k.tif"), "--method",
+                 "kr", "--volume"]) == 1
+    assert "2-D images only" in capsys.readouterr().err
+    _noisy_file(tmp_path, rng)
+    assert main(["denoise", str(tmp_path / "in.png"), str(tmp_path / "v.png"),
+                 "--volume"]) == 1
+    assert "one page" in capsys.readouterr().err

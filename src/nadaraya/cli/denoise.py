@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import NadarayaError
+from ._denoise_options import add_method_arguments, method_overrides, progress
 from ._scheduler import scheduler
 
 __all__ = ["FIGURES", "MEMORY_HINT", "add_arguments", "files", "run"]
@@ -99,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "tcp://host:8786) to filter the image on, in bands of rows; "
                              "default: local threads, and only for images larger than the "
                              "working memory")
+    add_method_arguments(parser)
 
 
 def files(args: argparse.Namespace) -> tuple[list[str], dict[str, str | None]]:
@@ -152,15 +154,17 @@ def _threads(client: Any) -> int:
 
 
 def _range_and_sigma(args: argparse.Namespace, colour: Any, kind: str,
-                     measure_range: Any) -> tuple[float, str, float, str]:
+                     measure_range: Any, volume: bool = False
+                     ) -> tuple[float, str, float, str]:
     """``--data-range`` and ``--sigma``, or what IN's colour channels give.
 
     ``measure_range()`` gives the data range of ``colour`` (in memory or
-    through dask). Returns ``(data_range, how it was set, sigma, how it was
-    set)``; an estimated sigma of 0 (no noise found) is returned unchecked.
+    through dask); a ``volume``'s noise level is the median of its slices'.
+    Returns ``(data_range, how it was set, sigma, how it was set)``; an
+    estimated sigma of 0 (no noise found) is returned unchecked.
     """
     from ..image import estimate_noise
-    from ..image.denoise import check_sigma
+    from ..image.denoise import _volume_noise, check_sigma
 
     if args.data_range is not None:
         data_range, scale = args.data_range, "given"
@@ -172,7 +176,7 @@ def _range_and_sigma(args: argparse.Namespace, colour: Any, kind: str,
     sigma, how = args.sigma, "given"
     if sigma is None:
         with _about(f"IN {args.input}"):
-            sigma = estimate_noise(colour)
+            sigma = _volume_noise(colour) if volume else estimate_noise(colour)
         how = "estimated"
         if sigma == 0:
             return data_range, scale, 0.0, how
@@ -182,8 +186,36 @@ def _range_and_sigma(args: argparse.Namespace, colour: Any, kind: str,
     return data_range, scale, sigma, how
 
 
+def _measure_range(colour: Any) -> float:
+    """The data range of an image or volume in memory (see ``data_range_of``)."""
+    from ..image.denoise import _volume_range
+
+    return _volume_range(colour, None)
+
+
+def _parameters(args: argparse.Namespace, sigma: float, data_range: float,
+                overrides: dict[str, Any]) -> str:
+    """The method's parameters as run: the recipe's, the volume's, then the options'."""
+    from ..image.denoise import VOLUME_NLM, recipe
+
+    params = recipe(args.method, sigma, data_range)
+    if args.volume and args.method == "nlm":
+        params.update(VOLUME_NLM)
+    params.update(overrides)
+    if args.method == "skr":
+        params.pop("sigma")  # the noise level, printed beside
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in params.items())
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """Print ``text`` unless --quiet."""
+    if not args.quiet:
+        print(text)
+
+
 def _unchanged(args: argparse.Namespace, target: Any) -> int:
-    print(f"no noise found in {args.input} (estimated sigma 0): wrote it unchanged to "
+    _say(args, f"no noise found in {args.input} (estimated sigma 0): wrote it unchanged to "
           f"{target}; give --sigma to filter it anyway")
     return 0
 
@@ -213,6 +245,7 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
         if getattr(args, option) is not None:
             raise NadarayaError(f"--{option}: {size}, and --{option} needs the whole image "
                                 "in memory; leave it out, or raise NADARAYA_WORKING_MEMORY.")
+    overrides = method_overrides(args)
     rows = _band_rows(shape, dtype, budget)
     with scheduler(args.scheduler) as client:
         batch = _threads(client)
@@ -227,7 +260,7 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
         start = time.perf_counter()
         with _about(f"IN {args.input}"):
             out = colour if sigma == 0 else denoise(colour, args.method, sigma,
-                                                    data_range=data_range)
+                                                    data_range=data_range, **overrides)
             if writer == "tifffile":
                 write_tiff_bands(target, out, alpha, batch=batch)
             else:
@@ -241,7 +274,7 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
         return _unchanged(args, target)
     kept = " (alpha kept)" if alpha is not None else ""
     where = f"scheduler {args.scheduler}" if args.scheduler else "local threads"
-    print(f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
+    _say(args, f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
           f"({scale}), {shape[1]} x {shape[0]} {np.dtype(dtype)}{kept} in bands of {rows} "
           f"rows on {where} in {elapsed:.2f} s -> {target}")
     return 0
@@ -289,7 +322,15 @@ def run(args: argparse.Namespace) -> int:
     from ..image.denoise import denoise
 
     target = args.outputs["OUT"]
+    overrides = method_overrides(args)
     file = _load(args)
+    if args.volume:
+        if len(file.pages) < 2:
+            raise NadarayaError(f"--volume: IN {args.input} has one page; a volume is a "
+                                "multi-page TIFF. Leave --volume out.")
+        if args.method not in ("nlm", "bilateral"):
+            raise NadarayaError(f"--volume: --method {args.method} filters 2-D images only; "
+                                "use --method nlm or bilateral, or leave --volume out.")
     noisy = file.pages[0]
     if len(file.pages) == 1 and args.out_dtype is None and (
             args.scheduler is not None or _working_copy(noisy.shape, noisy.dtype) > (
@@ -313,30 +354,39 @@ def run(args: argparse.Namespace) -> int:
             return [convert_dtype(p, out_dtype, args.data_range, name="--out-dtype")
                     for p in pages]
 
+    items = [file.stack] if args.volume else file.pages
     outs, lines, elapsed = [], [], 0.0
-    for k, page in enumerate(file.pages):
-        colour, alpha = _split_alpha(page)
-        data_range, scale, sigma, how = _range_and_sigma(
-            args, colour, page.dtype.kind, lambda c=colour: data_range_of(as_image(c)))
-        where = f"page {k}: " if len(file.pages) > 1 else ""
-        if sigma == 0:
-            outs.append(page)
-            lines.append(f"{where}no noise found (estimated sigma 0): kept unchanged")
-            continue
-        start = time.perf_counter()
-        with _about(f"IN {args.input}"):
-            outs.append(_join_alpha(denoise(colour, args.method, sigma, data_range=data_range),
-                                    alpha, np))
-        elapsed += time.perf_counter() - start
-        lines.append(f"{where}sigma {sigma:.4g} ({how}), data range {data_range:.4g} ({scale})")
+    pixels = len(file.pages) * noisy.shape[0] * noisy.shape[1]
+    with progress(args, pixels, _NAMES[args.method]):
+        for k, item in enumerate(items):
+            colour, alpha = _split_alpha(item)
+            axis = -1 if colour.ndim == (4 if args.volume else 3) else None
+            data_range, scale, sigma, how = _range_and_sigma(
+                args, colour, item.dtype.kind, lambda c=colour: _measure_range(c), args.volume)
+            where = f"page {k}: " if len(items) > 1 else ""
+            if sigma == 0:
+                outs.append(item)
+                lines.append(f"{where}no noise found (estimated sigma 0): kept unchanged")
+                continue
+            start = time.perf_counter()
+            with _about(f"IN {args.input}"):
+                outs.append(_join_alpha(denoise(colour, args.method, sigma,
+                                                data_range=data_range, channel_axis=axis,
+                                                **overrides), alpha, np))
+            elapsed += time.perf_counter() - start
+            lines.append(f"{where}sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
+                         f"({scale}), {_parameters(args, sigma, data_range, overrides)}")
+    if args.volume:
+        outs = list(outs[0])
     write_image_file(target, convert(outs), file.meta, suffix=suffix)
-    if len(file.pages) == 1 and lines[0].startswith("no noise"):
+    if len(items) == 1 and lines[0].startswith("no noise"):
         return _unchanged(args, target)
     kept = " (alpha kept)" if noisy.ndim == 3 and noisy.shape[2] in (2, 4) else ""
-    pages = f"{len(file.pages)} pages of " if len(file.pages) > 1 else ""
+    pages = (f"a volume of {len(file.pages)} pages of " if args.volume else
+             f"{len(file.pages)} pages of " if len(file.pages) > 1 else "")
     as_dtype = f" as {out_dtype}" if out_dtype != noisy.dtype else ""
-    print(f"{_NAMES[args.method]}: {'; '.join(lines)}, {pages}{noisy.shape[1]} x "
-          f"{noisy.shape[0]} {noisy.dtype}{kept} in {elapsed:.2f} s -> {target}{as_dtype}")
+    _say(args, f"{_NAMES[args.method]}: {'; '.join(lines)}; {pages}{noisy.shape[1]} x "
+         f"{noisy.shape[0]} {noisy.dtype}{kept} in {elapsed:.2f} s -> {target}{as_dtype}")
     out = outs[0]
     colour = _split_alpha(noisy)[0]
     scores = None
@@ -345,11 +395,11 @@ def run(args: argparse.Namespace) -> int:
         clean = _split_alpha(reference)[0]
         scores = (psnr(clean, colour, data_range=data_range),
                   psnr(clean, _split_alpha(out)[0], data_range=data_range))
-        print(f"PSNR: noisy {scores[0]:.2f} dB, denoised {scores[1]:.2f} dB")
+        _say(args, f"PSNR: noisy {scores[0]:.2f} dB, denoised {scores[1]:.2f} dB")
     if args.outputs["--compare"] is not None:
         data_range = data_range_of(as_image(colour), args.data_range)
         _figure(args, colour, _split_alpha(out)[0], data_range, scores, np)
-        print(f"figure -> {args.outputs['--compare']}")
+        _say(args, f"figure -> {args.outputs['--compare']}")
     return 0
 
 

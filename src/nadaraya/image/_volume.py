@@ -16,7 +16,7 @@ import torch
 
 from .._errors import NadarayaError
 from ..engine.grid import BORDERS, grid_smooth, window_offsets
-from ..kernels.quadratic import bilateral_kernel, nlm_kernel
+from ..kernels.quadratic import QuadraticKernel, nlm_kernel
 from ._dask import is_dask, refuse
 from ._layout import VolumeImage, as_volume
 from ._progress import done
@@ -35,16 +35,16 @@ def _mean(values: torch.Tensor, state: Any) -> torch.Tensor:
     return state.mean().T.reshape(values.shape)
 
 
-def bilateral_volume(volume: Any, sigma_color: float, sigma_spatial: float, radius: int,
-                     window: str, border: str) -> Any:
+def bilateral_volume(volume: Any, kernel: QuadraticKernel, radius: int, window: str,
+                     border: str) -> Any:
     """:func:`~nadaraya.image.bilateral` of a ``(depth, height, width[, channels])`` volume.
 
-    Parameters are checked by the caller; ``radius`` bounds the 3-D window.
-    Returns the volume's shape, dtype and range.
+    ``kernel`` is the bilateral kernel with 3 position axes
+    (:func:`~nadaraya.kernels.quadratic.bilateral_kernel` with ``ndim=3``);
+    ``radius`` bounds the 3-D window. Returns the volume's shape, dtype and range.
     """
     vol = _volume(volume)
     offsets = window_offsets(radius, 3, window, device=vol.data.device)
-    kernel = bilateral_kernel(sigma_spatial, sigma_color, ndim=3)
     state = grid_smooth(vol.data, kernel, offsets, border=border, keys_outside=True)
     done(vol.data[0].numel())
     return vol.back(_mean(vol.data, state))

@@ -39,6 +39,14 @@ def opencv_radius(sigma_spatial: float, shape: tuple[int, ...] | None = None) ->
     return max(round(reach), 1)
 
 
+def _kernel(sigma_spatial: float, sigma_color: float, ndim: int = 2) -> Any:
+    """The bilateral kernel; its range errors name this function's ``sigma_spatial``."""
+    try:
+        return bilateral_kernel(sigma_spatial, sigma_color, ndim=ndim)
+    except NadarayaError as exc:
+        raise NadarayaError(str(exc).replace("sigma_space", "sigma_spatial")) from None
+
+
 def _sigma_color(image: Any) -> float:
     """scikit-image's default ``sigma_color``: the standard deviation of the image."""
     if is_dask(image):
@@ -148,12 +156,12 @@ def bilateral(image: Any, sigma_color: float | None = None, sigma_spatial: float
         dask = is_dask(x)
         img: Any = dask_image(x) if dask else as_image(x)
         r = opencv_radius(sigma_spatial, img.shape) if radius is None else radius
-        return windowed_filter(img, dask, bilateral_kernel(sigma_spatial, colour_sd(x)), r,
+        return windowed_filter(img, dask, _kernel(sigma_spatial, colour_sd(x)), r,
                                window, border)
 
     def volume(x: Any) -> Any:
         r = opencv_radius(sigma_spatial, tuple(x.shape[:3])) if radius is None else radius
-        return bilateral_volume(x, colour_sd(x), sigma_spatial, r, window, border)
+        return bilateral_volume(x, _kernel(sigma_spatial, colour_sd(x), 3), r, window, border)
 
     return apply_layout(image, channel_axis, batch_axis, planar, volume,
                         what="the bilateral filter")
