@@ -10,8 +10,12 @@ given). OUT must differ from IN: the input is never overwritten. The
 metadata are carried: EXIF (orientation included), ICC profile, resolution and
 PNG text; for TIFF also the tiling, the description and the date, artist and
 copyright tags. A multi-page TIFF is denoised page by page into a multi-page
-OUT. --out-dtype writes another dtype by a stated rule (no clipping, no
-guessed range).
+OUT, or with --volume as one 3-D volume. --out-dtype writes another dtype by
+a stated rule (no clipping, no guessed range). Each method's parameters are
+options (--h, --patch-size, --sigma-color, ...); what is not given comes from
+the noise level, and the parameters used are printed. Large images show a
+progress bar on standard error when it is a terminal (--quiet: none, and no
+summary).
 
 With --compare FIG.png, a figure shows the noisy image, the denoised one and
 their difference side by side; with --reference CLEAN.png, the titles give
@@ -30,6 +34,8 @@ Examples:
   nadaraya denoise noisy.png out.png --method skr --compare fig.png --reference truth.png
   nadaraya denoise big.tif out.tif --sigma 12 --scheduler tcp://10.0.0.5:8786
   nadaraya denoise scan16.tif preview.png --out-dtype uint8
+  nadaraya denoise noisy.png out.png --method bilateral --sigma-color 40 --sigma-spatial 2
+  nadaraya denoise mri.tif out.tif --volume --method nlm --patch-size 3
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import NadarayaError
+from ._denoise_figure import figure
 from ._denoise_options import add_method_arguments, method_overrides, progress
 from ._scheduler import scheduler
 
@@ -398,39 +405,6 @@ def run(args: argparse.Namespace) -> int:
         _say(args, f"PSNR: noisy {scores[0]:.2f} dB, denoised {scores[1]:.2f} dB")
     if args.outputs["--compare"] is not None:
         data_range = data_range_of(as_image(colour), args.data_range)
-        _figure(args, colour, _split_alpha(out)[0], data_range, scores, np)
+        figure(args, colour, _split_alpha(out)[0], data_range, scores, _NAMES[args.method])
         _say(args, f"figure -> {args.outputs['--compare']}")
     return 0
-
-
-def _shown(image: Any, low: float, data_range: float, np: Any) -> Any:
-    """An image as matplotlib shows it: floats in [0, 1]."""
-    return np.clip((image.astype(np.float64) - low) / data_range, 0.0, 1.0)
-
-
-def _figure(args: argparse.Namespace, noisy: Any, out: Any, data_range: float,
-            scores: tuple[float, float] | None, np: Any) -> None:
-    from matplotlib.figure import Figure
-
-    from ..plot import save_figure
-
-    gray = noisy.ndim == 2
-    low = 0.0 if noisy.dtype.kind in "ui" else float(noisy.min())
-    diff = noisy.astype(np.float64) - out.astype(np.float64)
-    top = float(np.abs(diff).max()) or 1.0
-    fig = Figure(figsize=(12, 4.4), layout="constrained")
-    axes = fig.subplots(1, 3)
-    titles = ["noisy", f"denoised ({_NAMES[args.method]})", "difference (noisy - denoised)"]
-    if scores is not None:
-        titles[0] += f"\nPSNR {scores[0]:.2f} dB"
-        titles[1] += f"\nPSNR {scores[1]:.2f} dB"
-    cmap = "gray" if gray else None
-    axes[0].imshow(_shown(noisy, low, data_range, np), cmap=cmap, vmin=0, vmax=1)
-    axes[1].imshow(_shown(out, low, data_range, np), cmap=cmap, vmin=0, vmax=1)
-    shown = diff if gray else diff.mean(axis=2)
-    im = axes[2].imshow(shown, cmap="RdBu_r", vmin=-top, vmax=top)
-    fig.colorbar(im, ax=axes[2], shrink=0.8)
-    for ax, title in zip(axes, titles, strict=True):
-        ax.set_title(title)
-        ax.set_axis_off()
-    save_figure(fig, args.outputs["--compare"], dpi=100)
