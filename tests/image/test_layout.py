@@ -161,3 +161,20 @@ def test_denoise_volumes_and_batches(rng: np.random.Generator) -> None:
     np.testing.assert_array_equal(batch[2], denoise(noisy[2], "kr", 0.05))
     with pytest.raises(NadarayaError, match="2-D images only"):
         denoise(noisy, "skr", 0.05, channel_axis=None)
+
+
+@pytest.mark.parametrize("method", ["nlm", "bilateral", "kr", "skr"])
+def test_progress_counts_each_pixel_once(rng: np.random.Generator, method: str) -> None:
+    from nadaraya import config_context
+    from nadaraya.image import denoise
+    from nadaraya.image._progress import reporting
+
+    img = rng.random((40, 36))
+    seen: list[int] = []
+    with config_context(working_memory=0.05), reporting(seen.append):  # several blocks
+        denoise(img, method, 0.1)
+    assert sum(seen) == img.size and len(seen) > 1
+    seen.clear()
+    with reporting(seen.append):
+        non_local_means(rng.random((4, 10, 10)), 0.2, 3, 1, channel_axis=None)
+    assert seen == [400]
