@@ -139,13 +139,13 @@ def run_sigma(sigma: float, clean: np.ndarray, args: argparse.Namespace) -> list
         cv2 = None
         print("  (opencv-python-headless not installed: OpenCV peers skipped)")
     add(sweep("nadaraya bilateral (uint8)", sigma, clean, bil_grid,
-              lambda sigma_space, sigma_color: bilateral(noisy8, sigma_space, sigma_color), rep))
+              lambda sigma_space, sigma_color: bilateral(noisy8, sigma_color, sigma_space), rep))
     if cv2 is not None:
         add(sweep("OpenCV bilateral (float32)", sigma, clean, bil_grid,
                   lambda sigma_space, sigma_color: cv2.bilateralFilter(
                       noisy, 0, sigma_color, sigma_space), rep))
     add(sweep("nadaraya bilateral (float32)", sigma, clean, bil_grid,
-              lambda sigma_space, sigma_color: bilateral(noisy, sigma_space, sigma_color), rep))
+              lambda sigma_space, sigma_color: bilateral(noisy, sigma_color, sigma_space), rep))
 
     # -- non-local means ------------------------------------------------------
     if cv2 is not None:

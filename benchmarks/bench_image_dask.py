@@ -13,7 +13,7 @@ memory: above 1, dask is slower; the halo and the scheduler are the cost) and
 whether the results are equal bit for bit.
 
 Filters: ``nlm`` (patch 7, search radius 7, sigma 0.1), ``bilateral``
-(sigma_space 2.5, sigma_color 0.25), ``kr`` (order 2, h 1.5), ``skr`` (the
+(sigma_color 0.25, sigma_spatial 2.5), ``kr`` (order 2, h 1.5), ``skr`` (the
 defaults, sigma 0.1).
 
 Run::
@@ -38,7 +38,7 @@ from nadaraya.image import bilateral, kernel_regression, non_local_means, steeri
 
 FILTERS: dict[str, Callable[[Any], Any]] = {
     "nlm": lambda x: non_local_means(x, 0.1, 7, 7, sigma=0.1),
-    "bilateral": lambda x: bilateral(x, 2.5, 0.25),
+    "bilateral": lambda x: bilateral(x, 0.25, 2.5),
     "kr": lambda x: kernel_regression(x, 1.5, 2),
     "skr": lambda x: steering_kernel_regression(x, sigma=0.1),
 }

@@ -14,7 +14,7 @@ Where the kernel cannot reset the peak, the peak of the whole child is taken
 * Image filters: a ``size`` x ``size`` gray float32 image, scikit-image's
   ``camera`` tiled, plus Gaussian noise of s.d. 25 (0-255 scale).
   ``nlm``: non-local means, patch 7, search radius 7; ``bilateral``:
-  sigma_space 2.5, sigma_color 62.5; ``kr``: classic kernel regression,
+  sigma_color 62.5, sigma_spatial 2.5; ``kr``: classic kernel regression,
   order 2, h 1.5; ``skr``: steering kernel regression with its defaults
   (non-local means pilot) and ``sigma`` given; ``reconstruct``: 10 % of the
   pixels at random positions, the defaults (order 2), ``empty="nan"`` (the
@@ -96,7 +96,7 @@ def _filter(name: str, function: str, **params: Any) -> None:
 
 _filter("nlm", "non_local_means", h=0.75 * SIGMA, sigma=1.15 * SIGMA, patch_size=7,
         search_radius=7)
-_filter("bilateral", "bilateral", sigma_space=2.5, sigma_color=2.5 * SIGMA)
+_filter("bilateral", "bilateral", sigma_color=2.5 * SIGMA, sigma_spatial=2.5)
 _filter("kr", "kernel_regression", h=1.5, order=2)
 _filter("skr", "steering_kernel_regression", sigma=SIGMA)
 

@@ -248,8 +248,8 @@ def _levels(rng: np.random.Generator) -> np.ndarray:
 FILTER_SCALES = {
     "nlm h": lambda img, s: non_local_means(img, s, 3, 2),
     "global nlm h": lambda img, s: non_local_means(img, s, 3, None),
-    "bilateral sigma_color": lambda img, s: bilateral(img, 1.5, s),
-    "bilateral sigma_space": lambda img, s: bilateral(img, s, 0.3, radius=2),
+    "bilateral sigma_color": lambda img, s: bilateral(img, s, 1.5),
+    "bilateral sigma_space": lambda img, s: bilateral(img, 0.3, s, radius=2),
     "kernel_regression h": lambda img, s: kernel_regression(img, s, radius=2),
 }
 
@@ -284,7 +284,7 @@ def test_scales_at_the_ends_of_the_range_match_the_naive_loops(
         scale: float, rng: np.random.Generator) -> None:
     img = _levels(rng)
     cases = {
-        "bilateral sigma_color": (bilateral(img, 1.5, scale, radius=2),
+        "bilateral sigma_color": (bilateral(img, scale, 1.5, radius=2),
                                   _naive.bilateral(img, 1.5, scale, 2)),
         "nlm h": (non_local_means(img, scale, 3, 2),
                   _naive.nlm(img, scale, patch_weights(3).numpy(), 2)),

@@ -138,3 +138,65 @@ def scattered_polynomial(points: np.ndarray, values: np.ndarray, shape: tuple[in
 
 def psnr(ref: np.ndarray, img: np.ndarray, peak: float) -> float:
     return 10 * math.log10(peak**2 / float(np.mean((ref.astype(float) - img) ** 2)))
+
+
+def bilateral_volume(vol: np.ndarray, sigma_spatial: float, sigma_color: float, radius: int,
+                     disk: bool = True) -> np.ndarray:
+    """The bilateral filter of a volume (D, H, W) or (D, H, W, C), voxel by voxel;
+    keys beyond the border are the volume mirrored without repeating the edge."""
+    vol = vol.astype(np.float64)
+    d, h, w = vol.shape[:3]
+    widths = [(radius, radius)] * 3 + [(0, 0)] * (vol.ndim - 3)
+    p = np.pad(vol, widths, mode="reflect")
+    out = np.zeros(vol.shape)
+    for i in range(d):
+        for j in range(h):
+            for k in range(w):
+                centre = p[i + radius, j + radius, k + radius]
+                num, den = 0.0, 0.0
+                for a in range(-radius, radius + 1):
+                    for b in range(-radius, radius + 1):
+                        for c in range(-radius, radius + 1):
+                            d2 = a * a + b * b + c * c
+                            if disk and d2 > radius * radius:
+                                continue
+                            key = p[i + radius + a, j + radius + b, k + radius + c]
+                            c2 = float(np.sum((centre - key) ** 2))
+                            wgt = math.exp(-d2 / (2 * sigma_spatial**2)
+                                           - c2 / (2 * sigma_color**2))
+                            num = num + wgt * key
+                            den += wgt
+                out[i, j, k] = num / den
+    return out
+
+
+def nlm_volume(vol: np.ndarray, h: float, g: np.ndarray, radius: int,
+               sigma: float = 0.0) -> np.ndarray:
+    """Non-local means of a volume (D, H, W) or (D, H, W, C) with cubic patch weights
+    ``g``, voxel by voxel: keys inside the volume only, patches mirrored at the border."""
+    vol = vol.astype(np.float64)
+    d, h_, w = vol.shape[:3]
+    pr = g.shape[0] // 2
+    widths = [(pr, pr)] * 3 + [(0, 0)] * (vol.ndim - 3)
+    p = np.pad(vol, widths, mode="reflect")
+    gg = g if vol.ndim == 3 else g[..., None]
+    norm = g.sum() * (1 if vol.ndim == 3 else vol.shape[3])
+
+    def patch(i: int, j: int, k: int) -> np.ndarray:
+        return p[i:i + 2 * pr + 1, j:j + 2 * pr + 1, k:k + 2 * pr + 1]
+
+    out = np.zeros(vol.shape)
+    for i in range(d):
+        for j in range(h_):
+            for k in range(w):
+                mine = patch(i, j, k)
+                num, den = 0.0, 0.0
+                for a in range(max(0, i - radius), min(d, i + radius + 1)):
+                    for b in range(max(0, j - radius), min(h_, j + radius + 1)):
+                        for c in range(max(0, k - radius), min(w, k + radius + 1)):
+                            d2 = float(np.sum(gg * (mine - patch(a, b, c)) ** 2)) / norm
+                            wgt = math.exp(-max(d2 - 2 * sigma**2, 0.0) / h**2)
+                            num = num + wgt * vol[a, b, c]
+                            den += wgt
+                out[i, j, k] = num / den
+    return out

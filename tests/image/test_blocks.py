@@ -73,8 +73,8 @@ _KEEP = np.random.default_rng(5).random((45, 52)) < 0.35
 
 # name: (filter, budget in MiB cutting the 45 x 52 test image in a few blocks, exact)
 CASES: dict[str, tuple[Run, float, bool]] = {
-    "bilateral": (lambda x: bilateral(x, 2.0, 0.2), 0.05, True),
-    "bilateral-wrap": (lambda x: bilateral(x, 2.0, 0.2, 3, border="wrap"), 0.05, True),
+    "bilateral": (lambda x: bilateral(x, 0.2, 2.0), 0.05, True),
+    "bilateral-wrap": (lambda x: bilateral(x, 0.2, 2.0, 3, border="wrap"), 0.05, True),
     "nlm": (lambda x: non_local_means(x, 0.2, 5, 4, sigma=0.05), 0.1, True),
     "nlm-wrap": (lambda x: non_local_means(x, 0.2, 7, 2, border="wrap"), 0.1, True),
     "kr0": (lambda x: kernel_regression(x, 1.5, 0), 0.1, True),
@@ -134,7 +134,7 @@ _PEAK = textwrap.dedent("""
 
     name, size, budget = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     run = {"nlm": lambda x: non_local_means(x, 0.2, 7, 7, sigma=0.1),
-           "bilateral": lambda x: bilateral(x, 2.5, 0.25),
+           "bilateral": lambda x: bilateral(x, 0.25, 2.5),
            "kr": lambda x: kernel_regression(x, 1.5, 2),
            "skr": lambda x: steering_kernel_regression(x, sigma=0.1)}[name]
     img = np.random.default_rng(0).random((size, size)).astype(np.float32)

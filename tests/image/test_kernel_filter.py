@@ -45,14 +45,14 @@ def gray() -> np.ndarray:
 def test_a_product_of_gaussians_is_the_bilateral_filter(gray: np.ndarray) -> None:
     k = Gaussian(3.0).on([0, 1]) * Gaussian(25.0).on([2])
     got = kernel_filter(gray, k, radius=4, window="disk")
-    np.testing.assert_array_equal(got, bilateral(gray, 3.0, 25.0, radius=4))
+    np.testing.assert_array_equal(got, bilateral(gray, 25.0, 3.0, radius=4))
 
 
 def test_colour_bilateral_as_kernels() -> None:
     img = np.random.default_rng(1).random((16, 20, 3)).astype(np.float32)
     k = Gaussian(2.0).on([0, 1]) * Gaussian(0.2).on([2, 3, 4])
     got = kernel_filter(img, k, radius=3, window="disk")
-    want = bilateral(img, 2.0, 0.2, radius=3)
+    want = bilateral(img, 0.2, 2.0, radius=3)
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
 
 

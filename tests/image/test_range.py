@@ -22,7 +22,7 @@ from nadaraya.image import (
 Filter = Callable[[np.ndarray, float], Any]
 
 FILTERS: dict[str, Filter] = {
-    "bilateral": lambda x, s: bilateral(x, 2.0, 0.25 * s),
+    "bilateral": lambda x, s: bilateral(x, 0.25 * s, 2.0),
     "nlm": lambda x, s: non_local_means(x, 0.15 * s, 5, 4, sigma=0.1 * s),
     "kr0": lambda x, s: kernel_regression(x, 1.5, 0),
     "kr2": lambda x, s: kernel_regression(x, 1.5, 2),
@@ -106,8 +106,8 @@ def test_scales_beyond_the_image_use_a_window_of_its_size(rng: np.random.Generat
     side = max(img.shape)
     np.testing.assert_array_equal(kernel_regression(img, scale),
                                   kernel_regression(img, scale, radius=side))
-    np.testing.assert_array_equal(bilateral(img, scale, 0.3),
-                                  bilateral(img, scale, 0.3, radius=side))
+    np.testing.assert_array_equal(bilateral(img, 0.3, scale),
+                                  bilateral(img, 0.3, scale, radius=side))
     np.testing.assert_array_equal(steering_kernel_regression(img, scale),
                                   steering_kernel_regression(img, scale, radius=side + 1))
 
@@ -118,7 +118,7 @@ def test_an_image_that_requires_grad_is_refused_by_name() -> None:
     from nadaraya.image import bilateral, kernel_regression, non_local_means
 
     img = torch.full((6, 6), 0.3, dtype=torch.float64, requires_grad=True)
-    for run in (lambda x: bilateral(x, 1.0, 0.5), lambda x: kernel_regression(x, 1.0),
+    for run in (lambda x: bilateral(x, 0.5, 1.0), lambda x: kernel_regression(x, 1.0),
                 lambda x: non_local_means(x, 0.1, patch_size=3, search_radius=2)):
         with pytest.raises(NadarayaError, match=r"image requires grad.*detach"):
             run(img)

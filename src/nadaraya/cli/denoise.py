@@ -6,7 +6,16 @@ the input's dtype; an alpha channel is kept unchanged, only the colour channels
 are filtered. The noise level --sigma is in the file's units (0-255 for 8-bit
 images) and is estimated when not given; --data-range is the full scale (the
 dtype's maximum for integer files, the span of the data for float files unless
-given). OUT must differ from IN: the input is never overwritten.
+given). OUT must differ from IN: the input is never overwritten. The
+metadata are carried: EXIF (orientation included), ICC profile, resolution and
+PNG text; for TIFF also the tiling, the description and the date, artist and
+copyright tags. A multi-page TIFF is denoised page by page into a multi-page
+OUT, or with --volume as one 3-D volume. --out-dtype writes another dtype by
+a stated rule (no clipping, no guessed range). Each method's parameters are
+options (--h, --patch-size, --sigma-color, ...); what is not given comes from
+the noise level, and the parameters used are printed. Large images show a
+progress bar on standard error when it is a terminal (--quiet: none, and no
+summary).
 
 With --compare FIG.png, a figure shows the noisy image, the denoised one and
 their difference side by side; with --reference CLEAN.png, the titles give
@@ -24,6 +33,9 @@ Examples:
   nadaraya denoise noisy.png clean.png --method nlm --sigma 25
   nadaraya denoise noisy.png out.png --method skr --compare fig.png --reference truth.png
   nadaraya denoise big.tif out.tif --sigma 12 --scheduler tcp://10.0.0.5:8786
+  nadaraya denoise scan16.tif preview.png --out-dtype uint8
+  nadaraya denoise noisy.png out.png --method bilateral --sigma-color 40 --sigma-spatial 2
+  nadaraya denoise mri.tif out.tif --volume --method nlm --patch-size 3
 """
 
 from __future__ import annotations
@@ -38,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import NadarayaError
+from ._denoise_figure import figure
+from ._denoise_options import add_method_arguments, method_overrides, progress
 from ._scheduler import scheduler
 
 __all__ = ["FIGURES", "MEMORY_HINT", "add_arguments", "files", "run"]
@@ -79,6 +93,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the image's full scale (255 for 8-bit files); default the dtype's "
                              "maximum for integer files and the span max - min of the data for "
                              "float files")
+    parser.add_argument("--out-dtype", choices=("uint8", "uint16", "float32", "float64"),
+                        help="write OUT in this dtype instead of IN's: integer full scales map "
+                             "onto each other, integers become floats in [0, 1], floats "
+                             "become integers from [0, --data-range] (default [0, 1]); "
+                             "values outside that range are refused, not clipped")
     parser.add_argument("--compare", metavar="FIG", help="also write a figure: noisy, "
                         "denoised and their difference side by side")
     parser.add_argument("--reference", metavar="CLEAN",
@@ -88,6 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "tcp://host:8786) to filter the image on, in bands of rows; "
                              "default: local threads, and only for images larger than the "
                              "working memory")
+    add_method_arguments(parser)
 
 
 def files(args: argparse.Namespace) -> tuple[list[str], dict[str, str | None]]:
@@ -141,15 +161,17 @@ def _threads(client: Any) -> int:
 
 
 def _range_and_sigma(args: argparse.Namespace, colour: Any, kind: str,
-                     measure_range: Any) -> tuple[float, str, float, str]:
+                     measure_range: Any, volume: bool = False
+                     ) -> tuple[float, str, float, str]:
     """``--data-range`` and ``--sigma``, or what IN's colour channels give.
 
     ``measure_range()`` gives the data range of ``colour`` (in memory or
-    through dask). Returns ``(data_range, how it was set, sigma, how it was
-    set)``; an estimated sigma of 0 (no noise found) is returned unchecked.
+    through dask); a ``volume``'s noise level is the median of its slices'.
+    Returns ``(data_range, how it was set, sigma, how it was set)``; an
+    estimated sigma of 0 (no noise found) is returned unchecked.
     """
     from ..image import estimate_noise
-    from ..image.denoise import check_sigma
+    from ..image.denoise import _volume_noise, check_sigma
 
     if args.data_range is not None:
         data_range, scale = args.data_range, "given"
@@ -161,7 +183,7 @@ def _range_and_sigma(args: argparse.Namespace, colour: Any, kind: str,
     sigma, how = args.sigma, "given"
     if sigma is None:
         with _about(f"IN {args.input}"):
-            sigma = estimate_noise(colour)
+            sigma = _volume_noise(colour) if volume else estimate_noise(colour)
         how = "estimated"
         if sigma == 0:
             return data_range, scale, 0.0, how
@@ -171,8 +193,36 @@ def _range_and_sigma(args: argparse.Namespace, colour: Any, kind: str,
     return data_range, scale, sigma, how
 
 
+def _measure_range(colour: Any) -> float:
+    """The data range of an image or volume in memory (see ``data_range_of``)."""
+    from ..image.denoise import _volume_range
+
+    return _volume_range(colour, None)
+
+
+def _parameters(args: argparse.Namespace, sigma: float, data_range: float,
+                overrides: dict[str, Any]) -> str:
+    """The method's parameters as run: the recipe's, the volume's, then the options'."""
+    from ..image.denoise import VOLUME_NLM, recipe
+
+    params = recipe(args.method, sigma, data_range)
+    if args.volume and args.method == "nlm":
+        params.update(VOLUME_NLM)
+    params.update(overrides)
+    if args.method == "skr":
+        params.pop("sigma")  # the noise level, printed beside
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in params.items())
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """Print ``text`` unless --quiet."""
+    if not args.quiet:
+        print(text)
+
+
 def _unchanged(args: argparse.Namespace, target: Any) -> int:
-    print(f"no noise found in {args.input} (estimated sigma 0): wrote it unchanged to "
+    _say(args, f"no noise found in {args.input} (estimated sigma 0): wrote it unchanged to "
           f"{target}; give --sigma to filter it anyway")
     return 0
 
@@ -202,6 +252,7 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
         if getattr(args, option) is not None:
             raise NadarayaError(f"--{option}: {size}, and --{option} needs the whole image "
                                 "in memory; leave it out, or raise NADARAYA_WORKING_MEMORY.")
+    overrides = method_overrides(args)
     rows = _band_rows(shape, dtype, budget)
     with scheduler(args.scheduler) as client:
         batch = _threads(client)
@@ -216,7 +267,7 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
         start = time.perf_counter()
         with _about(f"IN {args.input}"):
             out = colour if sigma == 0 else denoise(colour, args.method, sigma,
-                                                    data_range=data_range)
+                                                    data_range=data_range, **overrides)
             if writer == "tifffile":
                 write_tiff_bands(target, out, alpha, batch=batch)
             else:
@@ -230,10 +281,32 @@ def _chunked(args: argparse.Namespace, shape: tuple[int, ...], dtype: Any,
         return _unchanged(args, target)
     kept = " (alpha kept)" if alpha is not None else ""
     where = f"scheduler {args.scheduler}" if args.scheduler else "local threads"
-    print(f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
+    _say(args, f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
           f"({scale}), {shape[1]} x {shape[0]} {np.dtype(dtype)}{kept} in bands of {rows} "
           f"rows on {where} in {elapsed:.2f} s -> {target}")
     return 0
+
+
+def _load(args: argparse.Namespace) -> Any:
+    """IN's pages and metadata, with each page's colour channels and alpha."""
+    from ..image._pages import read_image_file
+
+    with _about("IN"):
+        file = read_image_file(args.input)
+    if len(file.pages) > 1:
+        with _about(f"IN {args.input}"):
+            file.stack  # noqa: B018 (pages of one shape and dtype, or the error says why)
+        for option in ("compare", "reference"):
+            if getattr(args, option) is not None:
+                raise NadarayaError(f"--{option}: IN {args.input} has {len(file.pages)} pages "
+                                    f"and --{option} shows one image; leave it out.")
+    return file
+
+
+def _out_dtype(args: argparse.Namespace, dtype: Any) -> Any:
+    import numpy as np
+
+    return np.dtype(dtype if args.out_dtype is None else args.out_dtype)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,22 +317,35 @@ def run(args: argparse.Namespace) -> int:
     from ..image._chunked_io import image_header
 
     header = image_header(args.input)
-    if header is not None and header[2] and (args.scheduler is not None or _working_copy(
-            header[0], header[1]) > get_config().working_memory * 2**20):
+    if header is not None and header[2] and args.out_dtype is None and (
+            args.scheduler is not None or _working_copy(
+                header[0], header[1]) > get_config().working_memory * 2**20):
         return _chunked(args, header[0], header[1])
 
     from ..image import psnr
-    from ..image._io import as_image, data_range_of, image_writer, read_image, write_image
+    from ..image._dtype import convert_dtype
+    from ..image._io import as_image, data_range_of, image_writer, read_image
+    from ..image._pages import write_image_file
     from ..image.denoise import denoise
 
     target = args.outputs["OUT"]
-    with _about("IN"):
-        noisy = read_image(args.input)
-    if args.scheduler is not None or _working_copy(noisy.shape, noisy.dtype) > (
-            get_config().working_memory * 2**20):
+    overrides = method_overrides(args)
+    file = _load(args)
+    if args.volume:
+        if len(file.pages) < 2:
+            raise NadarayaError(f"--volume: IN {args.input} has one page; a volume is a "
+                                "multi-page TIFF. Leave --volume out.")
+        if args.method not in ("nlm", "bilateral"):
+            raise NadarayaError(f"--volume: --method {args.method} filters 2-D images only; "
+                                "use --method nlm or bilateral, or leave --volume out.")
+    noisy = file.pages[0]
+    if len(file.pages) == 1 and args.out_dtype is None and (
+            args.scheduler is not None or _working_copy(noisy.shape, noisy.dtype) > (
+                get_config().working_memory * 2**20)):
         return _chunked(args, noisy.shape, noisy.dtype, noisy)
     suffix = target.suffix or Path(args.input).suffix.lower()
-    image_writer(suffix, noisy.dtype, 1 if noisy.ndim == 2 else noisy.shape[2], f"OUT {target}")
+    out_dtype = _out_dtype(args, noisy.dtype)
+    image_writer(suffix, out_dtype, 1 if noisy.ndim == 2 else noisy.shape[2], f"OUT {target}")
     reference = None
     if args.reference:
         with _about("--reference"):
@@ -269,61 +355,56 @@ def run(args: argparse.Namespace) -> int:
                 f"--reference has shape {reference.shape} but IN has {noisy.shape}; they must "
                 "be the same image."
             )
-    colour, alpha = _split_alpha(noisy)
-    data_range, scale, sigma, how = _range_and_sigma(
-        args, colour, noisy.dtype.kind, lambda: data_range_of(as_image(colour)))
-    if sigma == 0:
-        write_image(target, noisy, suffix=suffix)
+
+    def convert(pages: list[Any]) -> list[Any]:
+        with _about("--out-dtype"):
+            return [convert_dtype(p, out_dtype, args.data_range, name="--out-dtype")
+                    for p in pages]
+
+    items = [file.stack] if args.volume else file.pages
+    outs, lines, elapsed = [], [], 0.0
+    pixels = len(file.pages) * noisy.shape[0] * noisy.shape[1]
+    with progress(args, pixels, _NAMES[args.method]):
+        for k, item in enumerate(items):
+            colour, alpha = _split_alpha(item)
+            axis = -1 if colour.ndim == (4 if args.volume else 3) else None
+            data_range, scale, sigma, how = _range_and_sigma(
+                args, colour, item.dtype.kind, lambda c=colour: _measure_range(c), args.volume)
+            where = f"page {k}: " if len(items) > 1 else ""
+            if sigma == 0:
+                outs.append(item)
+                lines.append(f"{where}no noise found (estimated sigma 0): kept unchanged")
+                continue
+            start = time.perf_counter()
+            with _about(f"IN {args.input}"):
+                outs.append(_join_alpha(denoise(colour, args.method, sigma,
+                                                data_range=data_range, channel_axis=axis,
+                                                **overrides), alpha, np))
+            elapsed += time.perf_counter() - start
+            lines.append(f"{where}sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
+                         f"({scale}), {_parameters(args, sigma, data_range, overrides)}")
+    if args.volume:
+        outs = list(outs[0])
+    write_image_file(target, convert(outs), file.meta, suffix=suffix)
+    if len(items) == 1 and lines[0].startswith("no noise"):
         return _unchanged(args, target)
-    start = time.perf_counter()
-    with _about(f"IN {args.input}"):
-        out = _join_alpha(denoise(colour, args.method, sigma, data_range=data_range), alpha, np)
-    elapsed = time.perf_counter() - start
-    write_image(target, out, suffix=suffix)
-    kept = " (alpha kept)" if alpha is not None else ""
-    print(f"{_NAMES[args.method]}: sigma {sigma:.4g} ({how}), data range {data_range:.4g} "
-          f"({scale}), {noisy.shape[1]} x {noisy.shape[0]} {noisy.dtype}{kept} in "
-          f"{elapsed:.2f} s -> {target}")
+    kept = " (alpha kept)" if noisy.ndim == 3 and noisy.shape[2] in (2, 4) else ""
+    pages = (f"a volume of {len(file.pages)} pages of " if args.volume else
+             f"{len(file.pages)} pages of " if len(file.pages) > 1 else "")
+    as_dtype = f" as {out_dtype}" if out_dtype != noisy.dtype else ""
+    _say(args, f"{_NAMES[args.method]}: {'; '.join(lines)}; {pages}{noisy.shape[1]} x "
+         f"{noisy.shape[0]} {noisy.dtype}{kept} in {elapsed:.2f} s -> {target}{as_dtype}")
+    out = outs[0]
+    colour = _split_alpha(noisy)[0]
     scores = None
     if reference is not None:
+        data_range = data_range_of(as_image(colour), args.data_range)
         clean = _split_alpha(reference)[0]
         scores = (psnr(clean, colour, data_range=data_range),
                   psnr(clean, _split_alpha(out)[0], data_range=data_range))
-        print(f"PSNR: noisy {scores[0]:.2f} dB, denoised {scores[1]:.2f} dB")
+        _say(args, f"PSNR: noisy {scores[0]:.2f} dB, denoised {scores[1]:.2f} dB")
     if args.outputs["--compare"] is not None:
-        _figure(args, colour, _split_alpha(out)[0], data_range, scores, np)
-        print(f"figure -> {args.outputs['--compare']}")
+        data_range = data_range_of(as_image(colour), args.data_range)
+        figure(args, colour, _split_alpha(out)[0], data_range, scores, _NAMES[args.method])
+        _say(args, f"figure -> {args.outputs['--compare']}")
     return 0
-
-
-def _shown(image: Any, low: float, data_range: float, np: Any) -> Any:
-    """An image as matplotlib shows it: floats in [0, 1]."""
-    return np.clip((image.astype(np.float64) - low) / data_range, 0.0, 1.0)
-
-
-def _figure(args: argparse.Namespace, noisy: Any, out: Any, data_range: float,
-            scores: tuple[float, float] | None, np: Any) -> None:
-    from matplotlib.figure import Figure
-
-    from ..plot import save_figure
-
-    gray = noisy.ndim == 2
-    low = 0.0 if noisy.dtype.kind in "ui" else float(noisy.min())
-    diff = noisy.astype(np.float64) - out.astype(np.float64)
-    top = float(np.abs(diff).max()) or 1.0
-    fig = Figure(figsize=(12, 4.4), layout="constrained")
-    axes = fig.subplots(1, 3)
-    titles = ["noisy", f"denoised ({_NAMES[args.method]})", "difference (noisy - denoised)"]
-    if scores is not None:
-        titles[0] += f"\nPSNR {scores[0]:.2f} dB"
-        titles[1] += f"\nPSNR {scores[1]:.2f} dB"
-    cmap = "gray" if gray else None
-    axes[0].imshow(_shown(noisy, low, data_range, np), cmap=cmap, vmin=0, vmax=1)
-    axes[1].imshow(_shown(out, low, data_range, np), cmap=cmap, vmin=0, vmax=1)
-    shown = diff if gray else diff.mean(axis=2)
-    im = axes[2].imshow(shown, cmap="RdBu_r", vmin=-top, vmax=top)
-    fig.colorbar(im, ax=axes[2], shrink=0.8)
-    for ax, title in zip(axes, titles, strict=True):
-        ax.set_title(title)
-        ax.set_axis_off()
-    save_figure(fig, args.outputs["--compare"], dpi=100)

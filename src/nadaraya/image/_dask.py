@@ -86,7 +86,8 @@ def dask_image(image: Any, name: str = "image") -> DaskImage:
     if len(shape) not in (2, 3):
         raise NadarayaError(
             f"{name} must be 2-D (height, width) or 3-D (height, width, channels); got shape "
-            f"{shape}. For a batch, call the filter once per image."
+            f"{shape}. For a batch pass batch_axis, for a volume channel_axis=None "
+            "(see nadaraya.image._layout)."
         )
     if any(isinstance(n, float) for n in shape) or any(
             n != n for axis in image.chunks for n in axis):

@@ -115,7 +115,8 @@ def as_image(image: Any, name: str = "image", *, dtype: torch.dtype | None = Non
     if t.ndim not in (2, 3):
         raise NadarayaError(
             f"{name} must be 2-D (height, width) or 3-D (height, width, channels); got shape "
-            f"{tuple(t.shape)}. For a batch, call the filter once per image."
+            f"{tuple(t.shape)}. For a batch pass batch_axis, for a volume channel_axis=None "
+            "(see nadaraya.image._layout)."
         )
     if t.ndim == 3 and not 1 <= t.shape[2] <= 4:
         raise NadarayaError(

@@ -16,6 +16,7 @@ import torch
 from ..engine.grid import Block, grid_smooth, run_blocks, window_offsets
 from ..kernels.quadratic import QuadraticKernel
 from ._dask import map_image
+from ._progress import tracked
 
 __all__ = ["windowed_filter"]
 
@@ -60,6 +61,6 @@ def windowed_filter(img: Any, dask: bool, kernel: QuadraticKernel, radius: int, 
         return map_image(region, img, radius, outside=outside, wrap=border == "wrap")
     data = img.data
     per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
-    out = run_blocks(lambda block: region(block.read(data, border), block),
+    out = run_blocks(tracked(lambda block: region(block.read(data, border), block)),
                      torch.empty_like(data), radius, per_pixel, outside=outside)
     return img.back(out)

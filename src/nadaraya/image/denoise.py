@@ -8,8 +8,9 @@ from .._errors import NadarayaError
 from ._dask import dask_image, is_dask
 from ._dask import data_range as dask_range
 from ._io import as_image, check_positive, data_range_of
+from ._layout import apply_layout, needs_layout
 
-__all__ = ["METHODS", "check_sigma", "denoise", "recipe"]
+__all__ = ["METHODS", "VOLUME_NLM", "check_sigma", "denoise", "recipe"]
 
 METHODS = ("nlm", "bilateral", "skr", "kr")
 
@@ -86,7 +87,7 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
     if method == "nlm":
         return {"h": 0.75 * sigma, "sigma": 1.15 * sigma, "patch_size": 7, "search_radius": 7}
     if method == "bilateral":
-        return {"sigma_space": 2.5, "sigma_color": 2.5 * sigma}
+        return {"sigma_color": 2.5 * sigma, "sigma_spatial": 2.5}
     if method == "kr":
         return {"h": 0.55 + 0.023 * min(s255, 100.0), "order": 0}
     if method == "skr":
@@ -96,8 +97,37 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
     raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
 
 
+#: Parameters of non-local means on volumes: cubic patches and search windows cost the
+#: cube of their side, so both are smaller than in 2-D.
+VOLUME_NLM = {"patch_size": 5, "search_radius": 3}
+
+
+def _volume_noise(volume: Any) -> float:
+    """The median over slices of :func:`estimate_noise` of a volume's slices."""
+    import numpy as np
+
+    from .noise import estimate_noise
+
+    return float(np.median([estimate_noise(volume[k]) for k in range(int(volume.shape[0]))]))
+
+
+def _volume_range(volume: Any, given: float | None) -> float:
+    import numpy as np
+    import torch
+
+    if given is not None:
+        return check_positive(given, "data_range", "Pass e.g. 255 or 1.0.")
+    arr = volume.detach().cpu().numpy() if isinstance(volume, torch.Tensor) else np.asarray(
+        volume)
+    if arr.dtype.kind in "ui":
+        return float(np.iinfo(arr.dtype).max)
+    top, bottom = float(arr.max()), float(arr.min())
+    return (top - bottom) or max(abs(top), abs(bottom)) or 1.0
+
+
 def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
-            data_range: float | None = None, **overrides: Any) -> Any:
+            data_range: float | None = None, channel_axis: int | None = -1,
+            batch_axis: int | None = None, **overrides: Any) -> Any:
     """Denoise with ``method``, its parameters set from the noise level.
 
     Parameters
@@ -115,6 +145,14 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
         The image's full scale; default from :func:`data_range_of`: the
         integer dtype's maximum, or for floats the span ``max - min`` of the
         data. Parameters in pixels depend on ``sigma / data_range``.
+    channel_axis : int or None, default -1
+        The axis of the channels; None: none, a 3-D array is a volume
+        (``"nlm"`` and ``"bilateral"`` filter volumes; non-local means then
+        takes :data:`VOLUME_NLM`'s patch and search window, and the noise
+        level is the median of the slices' estimates).
+    batch_axis : int, optional
+        An axis of independent images (or volumes); each gets its own noise
+        estimate and data range.
     **overrides
         Keyword arguments passed on to the method's function instead of the
         recipe's values (see :func:`recipe`).
@@ -129,6 +167,23 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
 
     if method not in METHODS:
         raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
+    if needs_layout(image, channel_axis, batch_axis):
+        def volume(x: Any) -> Any:
+            if method not in ("nlm", "bilateral"):
+                raise NadarayaError(f"method {method!r} filters 2-D images only; for a volume "
+                                    "use 'nlm' or 'bilateral'.")
+            s = _volume_noise(x) if sigma is None else sigma
+            if not s > 0:
+                return x
+            params = recipe(method, s, _volume_range(x, data_range))
+            if method == "nlm":
+                params.update(VOLUME_NLM)
+            params.update(overrides)
+            function = non_local_means if method == "nlm" else bilateral
+            return function(x, **params, channel_axis=None if x.ndim == 3 else -1)
+
+        return apply_layout(image, channel_axis, batch_axis, lambda x: denoise(
+            x, method, sigma, data_range=data_range, **overrides), volume, what="denoise")
     if sigma is None:
         sigma = estimate_noise(image)
         if not sigma > 0:

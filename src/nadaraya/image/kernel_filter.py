@@ -20,12 +20,14 @@ from ..kernels import Kernel
 from ._dask import dask_image, is_dask
 from ._form import quadratic_form
 from ._io import as_image
+from ._layout import apply_layout, needs_layout
 from ._windowed import windowed_filter
 
 __all__ = ["kernel_filter"]
 
 def kernel_filter(image: Any, kernel: Kernel, radius: int, *, window: str = "square",
-                  border: str = "reflect") -> Any:
+                  border: str = "reflect", channel_axis: int | None = -1,
+                  batch_axis: int | None = None) -> Any:
     """Smooth an image with a kernel on ``t = [row, column, channels...]``.
 
     ``out(x) = sum_j K(t_x, t_j) y_j / sum_j K(t_x, t_j)`` over the pixels ``j``
@@ -54,6 +56,13 @@ def kernel_filter(image: Any, kernel: Kernel, radius: int, *, window: str = "squ
     border : {"reflect", "symmetric", "edge", "wrap"}, default "reflect"
         How pixels beyond the border are read.
 
+    channel_axis : int or None, default -1
+        The axis of the channels (scikit-image's ``channel_axis``); a 2-D
+        image is gray whatever it says. None: no channels.
+    batch_axis : int, optional
+        An axis of independent images, each filtered on its own (see
+        :mod:`nadaraya.image._layout`).
+
     Returns
     -------
     ndarray or torch.Tensor
@@ -76,9 +85,12 @@ def kernel_filter(image: Any, kernel: Kernel, radius: int, *, window: str = "squ
     >>> img = np.random.default_rng(0).integers(0, 256, (32, 32), dtype=np.uint8)
     >>> k = Gaussian(3.0).on([0, 1]) * Gaussian(30.0).on([2])
     >>> out = kernel_filter(img, k, radius=4, window="disk")
-    >>> bool((out == bilateral(img, 3.0, 30.0, radius=4)).all())
+    >>> bool((out == bilateral(img, 30.0, 3.0, radius=4)).all())
     True
     """
+    if needs_layout(image, channel_axis, batch_axis):
+        return apply_layout(image, channel_axis, batch_axis, lambda x: kernel_filter(
+            x, kernel, radius, window=window, border=border), what="kernel_filter")
     dask = is_dask(image)
     img: Any = dask_image(image) if dask else as_image(image)
     if isinstance(radius, bool) or not isinstance(radius, int) or radius < 1:

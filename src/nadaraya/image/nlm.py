@@ -19,6 +19,7 @@ attention with a key bias, the fused attention engines' problem.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -28,6 +29,9 @@ from ..engine.grid import BORDERS, Block, grid_smooth, pad, run_blocks, window_o
 from ..kernels.quadratic import QuadraticKernel, gaussian_patch, nlm_kernel
 from ._dask import dask_image, is_dask, map_image, refuse
 from ._io import as_image, check_positive
+from ._layout import apply_layout, needs_layout
+from ._progress import tracked
+from ._volume import nlm_volume
 
 __all__ = ["non_local_means", "patch_weights"]
 
@@ -64,7 +68,8 @@ def _global_patches(data: torch.Tensor, g: torch.Tensor, border: str) -> torch.T
 
 def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: int | None = 10,
                     *, sigma: float = 0.0, patch_kind: str = "gaussian",
-                    border: str = "reflect", engine: str = "auto") -> Any:
+                    border: str = "reflect", engine: str = "auto",
+                    channel_axis: int | None = -1, batch_axis: int | None = None) -> Any:
     """Average pixels whose surrounding patches look alike.
 
     ``out(x) = sum_j K(t_x, t_j) y_j / sum_j K(t_x, t_j)`` with
@@ -101,6 +106,12 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
         How patches are completed beyond the image border.
     engine : str, default "auto"
         For the global search: the engine of :func:`nadaraya.smooth`.
+    channel_axis : int or None, default -1
+        The axis of the channels (scikit-image's ``channel_axis``); a 2-D
+        image is gray whatever it says. None: no channels, a 3-D array is a
+        gray volume, filtered with cubic patches over a cubic search window.
+    batch_axis : int, optional
+        An axis of independent images (or volumes), each filtered on its own.
 
     Returns
     -------
@@ -116,7 +127,21 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
     >>> out = non_local_means(noisy, h=0.08, patch_size=5, search_radius=5, sigma=0.1)
     >>> bool(out.std() < noisy.std())
     True
+    >>> vol = 0.5 + 0.1 * rng.standard_normal((6, 16, 16))
+    >>> non_local_means(vol, 0.08, 3, 1, sigma=0.1, channel_axis=None).shape
+    (6, 16, 16)
     """
+    if needs_layout(image, channel_axis, batch_axis):
+        def volume(x: Any) -> Any:
+            g3 = gaussian_patch(patch_size, 3) if patch_kind == "gaussian" else torch.ones(
+                (patch_size,) * 3, dtype=torch.float64)
+            return nlm_volume(x, check_positive(h, "h"), g3, search_radius, _sigma(sigma),
+                              border)
+
+        patch_weights(patch_size, patch_kind)  # checked before any work
+        return apply_layout(image, channel_axis, batch_axis, lambda x: non_local_means(
+            x, h, patch_size, search_radius, sigma=sigma, patch_kind=patch_kind,
+            border=border, engine=engine), volume, what="non-local means")
     dask = is_dask(image)
     img: Any = dask_image(image) if dask else as_image(image)
     h = check_positive(h, "h", "Pass the cut-off distance in the image's units.")
@@ -129,9 +154,7 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
     if border not in BORDERS:
         raise NadarayaError(f"border must be one of {', '.join(map(repr, BORDERS))}; "
                             f"got {border!r}.")
-    sigma = float(sigma)
-    if not sigma >= 0:
-        raise NadarayaError(f"sigma must be a number >= 0; got {sigma!r}.")
+    sigma = _sigma(sigma)
     kernel = nlm_kernel(h, g, img.channels, sigma=sigma)
     if search_radius is None:
         if dask:
@@ -149,6 +172,16 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
             nlm_halo(kernel, offsets), outside=patch_size // 2 if border == "wrap" else 0,
             least=patch_size, wrap=border == "wrap")
     return img.back(filter_blocks(img.data, kernel, offsets, border))
+
+
+def _sigma(sigma: Any) -> float:
+    try:
+        value = float(sigma)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not value >= 0:
+        raise NadarayaError(f"sigma must be a number >= 0; got {sigma!r}.")
+    return value
 
 
 def filter_region(region: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
@@ -179,7 +212,7 @@ def filter_blocks(data: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Te
 
     per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
     # "wrap" reads the far side of the image: the patches beyond a border a block meets
-    return run_blocks(one, torch.empty_like(data), nlm_halo(kernel, offsets), per_pixel,
+    return run_blocks(tracked(one), torch.empty_like(data), nlm_halo(kernel, offsets), per_pixel,
                       outside=size // 2 if border == "wrap" else 0, least=size)
 
 

@@ -36,6 +36,7 @@ from ..engine.grid import (
 from ..kernels.quadratic import QuadraticKernel, classic_kernel
 from ._io import Image, check_positive, data_range_of
 from ._poly import solve_moments
+from ._progress import tracked
 from .regression import check_order, default_radius
 from .steering import steering_field
 
@@ -358,7 +359,7 @@ def reconstruct(points: Any, values: Any, shape: Any, method: str = "classic", *
     kept = sum(t.numel() * t.element_size() for t in (samples.cells, samples.shift,
                                                        samples.layer, samples.values))
     with config_context(working_memory=max(budget - kept / 2**20, budget / 8)):
-        out = run_blocks(one, vals.new_empty(c, *shape), halo, per_pixel)
+        out = run_blocks(tracked(one), vals.new_empty(c, *shape), halo, per_pixel)
     scale_pow2(out, samples.exp)
     hole = torch.isnan(out[0])
     if bool(hole.any()):

@@ -23,7 +23,9 @@ from ..engine.grid import Block, run_blocks, window_offsets
 from ..kernels.quadratic import classic_kernel
 from ._dask import dask_image, is_dask, map_image
 from ._io import as_image, check_positive
+from ._layout import apply_layout, needs_layout
 from ._poly import fit_numbers, local_fit
+from ._progress import tracked
 
 __all__ = ["default_radius", "kernel_regression"]
 
@@ -46,7 +48,8 @@ def check_order(order: Any) -> int:
 
 
 def kernel_regression(image: Any, h: float, order: int = 0, *,
-                      radius: int | None = None) -> Any:
+                      radius: int | None = None, channel_axis: int | None = -1,
+                      batch_axis: int | None = None) -> Any:
     """Classic kernel regression: a local polynomial fit with a Gaussian of positions.
 
     At each pixel ``x``, minimise ``sum_j K(x, x_j) (y_j - P(x_j - x))^2`` over
@@ -69,6 +72,13 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
         larger side. Near the border the
         window is clipped to the image.
 
+    channel_axis : int or None, default -1
+        The axis of the channels (scikit-image's ``channel_axis``); a 2-D
+        image is gray whatever it says. None: no channels.
+    batch_axis : int, optional
+        An axis of independent images, each filtered on its own (see
+        :mod:`nadaraya.image._layout`).
+
     Returns
     -------
     ndarray or torch.Tensor
@@ -82,6 +92,9 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
     >>> np.allclose(kernel_regression(ramp, h=1.5, order=2), ramp)
     True
     """
+    if needs_layout(image, channel_axis, batch_axis):
+        return apply_layout(image, channel_axis, batch_axis, lambda x: kernel_regression(
+            x, h, order, radius=radius), what="kernel_regression")
     dask = is_dask(image)
     img: Any = dask_image(image) if dask else as_image(image)
     h = check_positive(h, "h", "Pass the Gaussian's standard deviation in pixels.")
@@ -100,5 +113,5 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
         return map_image(region, img, radius)
     data = img.data
     per_pixel = data.element_size() * fit_numbers(data.shape[0], order)
-    return img.back(run_blocks(lambda block: region(block.read(data), block),
+    return img.back(run_blocks(tracked(lambda block: region(block.read(data), block)),
                                torch.empty_like(data), radius, per_pixel))

@@ -46,7 +46,9 @@ from ..kernels.quadratic import QuadraticKernel, classic_kernel, nlm_kernel
 from ._dask import dask_image, is_dask, map_image
 from ._dask import data_range as data_range_dask
 from ._io import as_image, check_positive, data_range_of
+from ._layout import apply_layout, needs_layout
 from ._poly import fit_numbers, local_fit
+from ._progress import tracked
 from .regression import check_order, default_radius
 
 __all__ = ["steering_field", "steering_kernel_regression", "steering_matrices"]
@@ -289,7 +291,8 @@ def steering_kernel_regression(
     order: int = 0, radius: int | None = None, window: int = 2, lambda_elongation: float = 1.0,
     lambda_scale: float = 0.01, alpha: float = 0.3, initial_h: float | None = None,
     pilot: Any = "nlm", range_sigma: float | str | None = "auto",
-    data_range: float | None = None,
+    data_range: float | None = None, channel_axis: int | None = -1,
+    batch_axis: int | None = None,
 ) -> Any:
     """Locally adaptive kernel regression with steering kernels (LARK), iterated.
 
@@ -355,7 +358,13 @@ def steering_kernel_regression(
         (then None); None: the steering kernel alone.
     data_range : float, optional
         The image's full scale: the integer dtype's maximum (255 for uint8);
-        for floats the span ``max - min`` of the data.
+        for floats the span ``max - min`` of the data (of each image of a batch).
+    channel_axis : int or None, default -1
+        The axis of the channels (scikit-image's ``channel_axis``); a 2-D
+        image is gray whatever it says. None: no channels.
+    batch_axis : int, optional
+        An axis of independent images, each filtered on its own (see
+        :mod:`nadaraya.image._layout`).
 
     Returns
     -------
@@ -372,6 +381,17 @@ def steering_kernel_regression(
     >>> out.shape
     (32, 32)
     """
+    if needs_layout(image, channel_axis, batch_axis):
+        if not isinstance(pilot, str):
+            raise NadarayaError("pilot as an array needs the default layout (channels last, "
+                                "no batch_axis); pass pilot='nlm' or 'image', or move the "
+                                "image's axes first.")
+        return apply_layout(image, channel_axis, batch_axis, lambda x: (
+            steering_kernel_regression(
+                x, h, iterations, sigma=sigma, order=order, radius=radius, window=window,
+                lambda_elongation=lambda_elongation, lambda_scale=lambda_scale, alpha=alpha,
+                initial_h=initial_h, pilot=pilot, range_sigma=range_sigma,
+                data_range=data_range)), what="steering_kernel_regression")
     dask = is_dask(image)
     img: Any = dask_image(image) if dask else as_image(image)
     order = check_order(order)
@@ -443,5 +463,5 @@ def steering_kernel_regression(
     data = img.data
     per_pixel = data.element_size() * _numbers(data.shape[0])
     return img.back(run_blocks(
-        lambda block: region(block.read(data), block, [block.read(e) for e in extras]),
+        tracked(lambda block: region(block.read(data), block, [block.read(e) for e in extras])),
         torch.empty_like(data), halo, per_pixel))

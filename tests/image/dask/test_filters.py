@@ -35,10 +35,10 @@ Filter = Callable[[Any, float], Any]
 
 # name -> filter(image, full scale); parameters in the image's units through the scale
 FILTERS: dict[str, Filter] = {
-    "bilateral": lambda x, s: bilateral(x, 1.5, 0.2 * s),
-    "bilateral-square-edge": lambda x, s: bilateral(x, 1.0, 0.3 * s, 2, window="square",
+    "bilateral": lambda x, s: bilateral(x, 0.2 * s, 1.5),
+    "bilateral-square-edge": lambda x, s: bilateral(x, 0.3 * s, 1.0, 2, window="square",
                                                     border="edge"),
-    "bilateral-wrap": lambda x, s: bilateral(x, 1.0, 0.2 * s, 2, border="wrap"),
+    "bilateral-wrap": lambda x, s: bilateral(x, 0.2 * s, 1.0, 2, border="wrap"),
     "nlm": lambda x, s: non_local_means(x, 0.2 * s, 3, 2, sigma=0.05 * s),
     "nlm-box-symmetric": lambda x, s: non_local_means(x, 0.3 * s, 5, 1, patch_kind="box",
                                                       border="symmetric"),
@@ -141,7 +141,7 @@ def test_nothing_is_computed_before_compute() -> None:
         raise AssertionError("computed")
 
     lazy = da.from_delayed(dask.delayed(boom)(), shape=(30, 30), dtype=np.uint8)
-    out = bilateral(lazy, 2.0, 20.0)
+    out = bilateral(lazy, 20.0, 2.0)
     out = non_local_means(out, 10.0, 3, 2)
     out = kernel_regression(out, 1.0)
     out = steering_kernel_regression(out, 1.5, sigma=5.0)

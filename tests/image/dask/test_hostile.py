@@ -31,7 +31,7 @@ def _error(run: Any, image: Any) -> str:
 @pytest.mark.parametrize("dtype", [np.complex128, np.dtype("U3"), object])
 def test_a_dtype_refused_in_memory_is_refused_with_the_same_error(dtype: Any) -> None:
     img = np.zeros((12, 10), dtype=dtype)
-    run = lambda x: bilateral(x, 1.0, 0.1)  # noqa: E731
+    run = lambda x: bilateral(x, 0.1, 1.0)  # noqa: E731
     assert _error(run, da.from_array(img, chunks=5)) == _error(run, img)
 
 
@@ -45,9 +45,9 @@ def test_a_shape_refused_in_memory_is_refused_with_the_same_error(shape: tuple[i
 
 def test_a_chunked_channel_axis_is_put_in_one_chunk(rng: np.random.Generator) -> None:
     img = rng.random((14, 11, 3)).astype(np.float32)
-    lazy = bilateral(da.from_array(img, chunks=(4, 5, 1)), 1.5, 0.2)
+    lazy = bilateral(da.from_array(img, chunks=(4, 5, 1)), 0.2, 1.5)
     assert lazy.chunks[2] == (3,)
-    assert np.array_equal(lazy.compute(), bilateral(img, 1.5, 0.2))
+    assert np.array_equal(lazy.compute(), bilateral(img, 0.2, 1.5))
 
 
 def test_bool_images_filter_as_uint8(rng: np.random.Generator) -> None:

@@ -1,0 +1,145 @@
+"""``nadaraya denoise``'s per-method options and its progress bar.
+
+Each method's parameters are options of their own; an option the chosen
+method does not take is refused (nothing given is silently ignored). What is
+not given comes from :func:`nadaraya.image.denoise.recipe` and the noise level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from .._errors import NadarayaError
+
+__all__ = ["PROGRESS_PIXELS", "add_method_arguments", "method_overrides", "progress"]
+
+#: Images with at least this many pixels (all pages) show a progress bar on a terminal.
+PROGRESS_PIXELS = 1 << 20
+
+# option dest -> (parameter name, methods taking it)
+_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "h": ("h", ("nlm", "kr", "skr")),
+    "patch_size": ("patch_size", ("nlm",)),
+    "search_radius": ("search_radius", ("nlm",)),
+    "patch_kind": ("patch_kind", ("nlm",)),
+    "sigma_color": ("sigma_color", ("bilateral",)),
+    "sigma_spatial": ("sigma_spatial", ("bilateral",)),
+    "radius": ("radius", ("bilateral", "kr", "skr")),
+    "order": ("order", ("kr", "skr")),
+    "iterations": ("iterations", ("skr",)),
+    "pilot": ("pilot", ("skr",)),
+}
+
+
+#: The largest window radius or patch side the options take (a window of that radius
+#: already covers a 16k image from its centre).
+_LARGEST = 8192
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
+    return value
+
+
+def _count(least: int, most: int = _LARGEST, odd: bool = False) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+        if not least <= value <= most or (odd and value % 2 == 0):
+            kind = "an odd integer" if odd else "an integer"
+            raise argparse.ArgumentTypeError(f"must be {kind} from {least} to {most}; got "
+                                             f"{value}")
+        return value
+
+    return parse
+
+
+def add_method_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add each method's parameters, the --quiet switch and --volume to ``parser``."""
+    group = parser.add_argument_group(
+        "method parameters", "default: set from the noise level (see nadaraya.image.denoise."
+        "recipe); an option the chosen --method does not take is an error")
+    group.add_argument("--h", type=_positive, metavar="H",
+                       help="nlm: cut-off patch distance in the image's units; kr, skr: "
+                            "kernel bandwidth in pixels")
+    group.add_argument("--patch-size", type=_count(1, odd=True), metavar="P",
+                       help="nlm: odd side of the patches (default 7; 5 for volumes)")
+    group.add_argument("--search-radius", type=_count(0), metavar="R",
+                       help="nlm: half-side of the search window (default 7; 3 for volumes)")
+    group.add_argument("--patch-kind", choices=("gaussian", "box"),
+                       help="nlm: patch weights (default gaussian)")
+    group.add_argument("--sigma-color", type=_positive, metavar="S",
+                       help="bilateral: s.d. of the colour Gaussian, in the image's units "
+                            "(default 2.5 sigma)")
+    group.add_argument("--sigma-spatial", type=_positive, metavar="S",
+                       help="bilateral: s.d. of the spatial Gaussian, in pixels (default 2.5)")
+    group.add_argument("--radius", type=_count(1), metavar="R",
+                       help="bilateral, kr, skr: window radius in pixels")
+    group.add_argument("--order", type=int, choices=(0, 1, 2),
+                       help="kr, skr: degree of the local polynomial")
+    group.add_argument("--iterations", type=_count(1, 100), metavar="N",
+                       help="skr: steering iterations (default 1)")
+    group.add_argument("--pilot", choices=("nlm", "image"),
+                       help="skr: where the first gradients come from (default nlm)")
+    parser.add_argument("--volume", action="store_true",
+                        help="a multi-page TIFF is one 3-D volume (nlm and bilateral filter "
+                             "in 3-D); default: its pages are filtered one by one")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print nothing but errors (no progress bar, no summary)")
+
+
+def method_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The parameters given on the command line for ``args.method``.
+
+    Raises
+    ------
+    NadarayaError
+        When an option given belongs to another method.
+    """
+    out: dict[str, Any] = {}
+    for dest, (name, methods) in _OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if args.method not in methods:
+            option = "--" + dest.replace("_", "-")
+            raise NadarayaError(f"{option} is a parameter of --method {' or '.join(methods)}, "
+                                f"not of {args.method}; leave it out or change --method.")
+        out[name] = value
+    return out
+
+
+@contextlib.contextmanager
+def progress(args: argparse.Namespace, pixels: int, what: str) -> Iterator[None]:
+    """A progress bar on standard error over ``pixels`` while the filters run.
+
+    Shown only when standard error is a terminal, the image has at least
+    :data:`PROGRESS_PIXELS` pixels, tqdm is installed and --quiet is not given.
+    """
+    from ..image._progress import reporting
+
+    show = (not args.quiet and pixels >= PROGRESS_PIXELS and sys.stderr.isatty())
+    tqdm = None
+    if show:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            tqdm = None
+    if tqdm is None:
+        yield
+        return
+    with tqdm(total=pixels, desc=what, unit="px", unit_scale=True, file=sys.stderr,
+              leave=False) as bar, reporting(bar.update):
+        yield
