@@ -53,19 +53,33 @@ def test_knn_vs_kernel_matches_the_seed_computation() -> None:
     np.testing.assert_allclose(ax.collections[0].get_offsets(), np.c_[x, y])
 
 
-@pytest.mark.parametrize("method", ["normal", "bootstrap"])
-def test_fit_draws_the_prediction_and_its_band(rng: np.random.Generator, method: str) -> None:
+@pytest.mark.parametrize("kind", ["confidence", "prediction"])
+@pytest.mark.parametrize("method", ["hc", "normal", "bootstrap"])
+def test_fit_draws_the_prediction_and_its_band(rng: np.random.Generator, method: str,
+                                               kind: str) -> None:
     X, y = _data(rng)
     model = LocalPolynomialRegressor(bandwidth=0.6).fit(X, y)
-    ax = plot_fit(model, X, y, level=0.8, method=method, grid=50)
+    ax = plot_fit(model, X, y, level=0.8, kind=kind, method=method, grid=50)
     curve = ax.lines[0]
     xs = curve.get_xdata()
     np.testing.assert_allclose(curve.get_ydata(), model.predict(xs[:, None]), rtol=1e-12)
-    lo, hi = model.predict_interval(xs[:, None], level=0.8, method=method, random_state=0)
+    lo, hi = model.predict_interval(xs[:, None], level=0.8, kind=kind, method=method,
+                                    random_state=0)
     band = ax.collections[1].get_paths()[0].vertices
     assert band[:, 1].min() == pytest.approx(lo.min(), rel=1e-9)
     assert band[:, 1].max() == pytest.approx(hi.max(), rel=1e-9)
-    assert "80% band" in ax.get_legend_handles_labels()[1][1]
+    name = "band" if kind == "confidence" else "prediction interval"
+    assert f"80% {name} ({method})" in ax.get_legend_handles_labels()[1][1]
+
+
+def test_fit_draws_the_models_default_band(rng: np.random.Generator) -> None:
+    X, y = _data(rng)
+    model = LocalPolynomialRegressor(bandwidth=0.6).fit(X, y)
+    ax = plot_fit(model, X, y, grid=40)
+    lo, hi = model.predict_interval(ax.lines[0].get_xdata()[:, None])
+    band = ax.collections[1].get_paths()[0].vertices
+    assert band[:, 1].min() == pytest.approx(lo.min(), rel=1e-9)
+    assert band[:, 1].max() == pytest.approx(hi.max(), rel=1e-9)
 
 
 def test_cv_curve_draws_every_evaluation(rng: np.random.Generator) -> None:

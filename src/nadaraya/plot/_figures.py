@@ -160,13 +160,16 @@ def plot_knn_vs_kernel(ax: Any = None, *, n: int = 40, k: int = 10, bandwidth: f
 
 
 def plot_fit(model: Any, X: Any, y: Any, ax: Any = None, *, level: float = 0.95,
-             method: str = "normal", grid: int = 300, label: str | None = None,
-             color: str | None = None, data: bool = True) -> Any:
+             kind: str = "confidence", method: str = "hc", grid: int = 300,
+             label: str | None = None, color: str | None = None, data: bool = True) -> Any:
     """A fitted one-feature regressor, its pointwise band and the data.
 
-    The band is :meth:`predict_interval`: the variability of the estimate at
-    the fitted bandwidth, not its bias (kernel fits flatten peaks), and it
-    holds at each point separately.
+    The band is the model's :meth:`predict_interval` with the same defaults: a
+    confidence band for the smoothed mean, from the heteroscedasticity-
+    consistent variance. It shows the variability of the estimate at the
+    fitted bandwidth, not its bias (kernel fits flatten peaks), and it holds
+    at each point separately; ``kind="prediction"`` draws the interval for a
+    new observation instead.
 
     Parameters
     ----------
@@ -175,7 +178,9 @@ def plot_fit(model: Any, X: Any, y: Any, ax: Any = None, *, level: float = 0.95,
     y : array-like of shape (n_samples,)
     ax : matplotlib Axes, optional
     level : float, default 0.95
-    method : {"normal", "bootstrap"}
+    kind : {"confidence", "prediction"}, default "confidence"
+    method : {"hc", "normal", "bootstrap"}, default "hc"
+        See :meth:`predict_interval`.
     grid : int, default 300
         Number of points of the curve.
     label, color : str, optional
@@ -192,13 +197,14 @@ def plot_fit(model: Any, X: Any, y: Any, ax: Any = None, *, level: float = 0.95,
     y = np.asarray(y, float)
     xs = np.linspace(X[:, 0].min(), X[:, 0].max(), grid)[:, None]
     mean = model.predict(xs)
-    lo, hi = model.predict_interval(xs, level=level, method=method, random_state=0)
+    lo, hi = model.predict_interval(xs, level=level, kind=kind, method=method, random_state=0)
     color = color or COLORS[len(ax.lines) % len(COLORS)]
     label = label or type(model).__name__
     if data:
         ax.scatter(X[:, 0], y, color=DATA_COLOR, s=12, alpha=0.8, label="data", zorder=3)
     ax.fill_between(xs[:, 0], lo, hi, color=color, alpha=0.2, lw=0,
-                    label=f"{level:.0%} band ({method})")
+                    label=f"{level:.0%} {'band' if kind == 'confidence' else 'prediction interval'}"
+                          f" ({method})")
     h = model.bandwidth_
     hs = f", h = {h:.3g}" if isinstance(h, float) else ""
     ax.plot(xs[:, 0], mean, color=color, lw=2, label=f"{label}{hs}")
