@@ -57,8 +57,8 @@ class MarginalEffectsMixin:
             raise
         except ValueError as err:
             raise NadarayaError(
-                f"X of {what}: {err} Give finite numbers, one column per feature the model "
-                f"was fitted on ({self.n_features_in_})."
+                f"X of {what}: {err} Give at least one row of finite numbers, one column per "
+                f"feature the model was fitted on ({self.n_features_in_})."
             ) from None
         return Xv
 
@@ -226,8 +226,6 @@ class MarginalEffectsMixin:
             Xv, w = self.X_fit_, self.sample_weight_
         else:
             Xv, w = self._effect_queries(X, "average_marginal_effects"), None
-        if Xv.shape[0] == 0:
-            raise NadarayaError("X has no rows; give at least one query to average over.")
         self._check_differentiable()
         grad = gradient_pass(self, Xv, self._y_train)
         ame = self._row_mean(grad[None], w)[0]
