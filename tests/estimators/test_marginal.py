@@ -237,6 +237,23 @@ def test_mixed_data_gradients(rng: np.random.Generator) -> None:
     assert _relative(grad[:, [0, 2]], np.array(naive)) < 1e-9
 
 
+def test_a_mask_restricts_the_derivative_to_the_visible_keys(rng: np.random.Generator
+                                                             ) -> None:
+    from nadaraya.masks import KNearest
+
+    X, y = _data(rng, 60, 2)
+    h = np.array([0.5, 0.5])
+    Xq = rng.uniform(0, 3, (8, 2))
+    model = NadarayaWatsonRegressor(bandwidth=h, mask=KNearest(10)).fit(X, y)
+    grad, std = model.gradient(Xq, return_std=True)
+    for i, x in enumerate(Xq):
+        near = np.argsort(((X - x) ** 2).sum(1))[:10]
+        g, A = _naive_nw_gaussian(X[near], y[near], h, x[None])
+        np.testing.assert_allclose(grad[i], g[0], rtol=1e-9)
+        np.testing.assert_allclose(std[i], np.sqrt(model.residual_variance_ * (A[0] ** 2).sum(-1)),
+                                   rtol=1e-9)
+
+
 # -- standard errors -------------------------------------------------------------------------
 def test_asymptotic_std_is_sigma_times_the_norm_of_the_linear_weights(
         rng: np.random.Generator) -> None:

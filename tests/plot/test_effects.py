@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+from nadaraya import NadarayaError
+from nadaraya.estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor
+from nadaraya.plot import plot_gradient, plot_partial_dependence
 
 matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-
-from nadaraya import NadarayaError  # noqa: E402
-from nadaraya.estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor  # noqa: E402
-from nadaraya.plot import plot_gradient, plot_partial_dependence  # noqa: E402
 
 
 def _frame(rng: np.random.Generator, n: int = 60) -> tuple[pd.DataFrame, np.ndarray]:

@@ -144,16 +144,25 @@ def gradient_pass(est: Any, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
                 grad, again = _nw_pass(est, X, Y, active)
             else:
                 grad, again = np.empty((m, int(active.sum()), p)), np.arange(m)
-            if again.size:
+            if _redo(est, again, m):
                 grad[again] = linear_weights(est, X[again], Y, active)[0]
             out[:, active] = grad
         return out
     slopes, again = _lp_pass(est, X, Y)
-    if again.size:
+    if _redo(est, again, m):
         slopes[again] = linear_weights(est, X[again], Y, continuous(est))[0]
     cont = continuous(est)
     out[:, cont] = slopes[:, cont]
     return out
+
+
+def _redo(est: Any, rows: np.ndarray, m: int) -> bool:
+    """Whether to recompute ``rows`` of ``m`` queries from their kernel weights.
+
+    Not a strict subset with a user ``mask``, whose meaning may depend on the
+    query's index (the moment results stand, as for :meth:`predict`).
+    """
+    return bool(rows.size) and (est.mask is None or rows.size == m)
 
 
 def _nw_pass(est: Any, X: np.ndarray, Y: np.ndarray, active: np.ndarray
