@@ -360,12 +360,20 @@ def test_rows_whose_moments_cancel_are_computed_from_their_weights(
 
     monkeypatch.setattr(_gradient, "linear_weights", counting)
     for cls in (NadarayaWatsonRegressor, LocalPolynomialRegressor):
-        alone = cls(bandwidth=0.05).fit(X, y).gradient(Xq)
+        alone = cls(bandwidth=0.05).fit(X, y)
+        grad_alone = alone.gradient(Xq)
         assert rows == []
-        both = cls(bandwidth=0.05).fit(far, np.r_[y, -y]).gradient(Xq)
+        both = cls(bandwidth=0.05).fit(far, np.r_[y, -y])
+        grad_both = both.gradient(Xq)
         assert rows == [6]
         rows.clear()
-        assert _relative(both, alone) < 1e-9
+        assert _relative(grad_both, grad_alone) < 1e-9
+        # the standard errors over sigma: the same linear weights
+        np.testing.assert_allclose(
+            both.gradient(Xq, return_std=True)[1] / np.sqrt(both.residual_variance_),
+            alone.gradient(Xq, return_std=True)[1] / np.sqrt(alone.residual_variance_),
+            rtol=1e-8)
+        rows.clear()
 
 
 # -- level effects -----------------------------------------------------------------------------

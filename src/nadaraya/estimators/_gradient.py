@@ -39,7 +39,7 @@ from ..kernels import RADIAL, CallableKernel
 from ._design import _powers, cutoff, filter_factors
 
 __all__ = ["SLOPED", "continuous", "continuous_features", "gradient_pass", "linear_weights",
-           "neg_slope"]
+           "local_inverse", "neg_slope"]
 
 #: Radial kernels with an analytic profile slope (the uniform kernel's fit is a step function).
 SLOPED = ("gaussian", "laplacian", "matern32", "matern52", "cauchy", "epanechnikov", "tricube")
@@ -212,9 +212,27 @@ def _nw_pass(est: Any, X: np.ndarray, Y: np.ndarray, active: np.ndarray
 def _lp_pass(est: Any, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Local slopes ``(m, d, p)`` from the moments (NaN off continuous features); rows to redo."""
     design = est._design_
-    p = Y.shape[1]
-    wv = est._omega
-    means = est._means(X, values=design.values(est.X_fit_, Y, wv))
+    means = est._means(X, values=design.values(est.X_fit_, Y, est._omega))
+    Cinv, _, cy, bad, inexact = local_inverse(design, means, X, Y.shape[1])
+    slopes = _linear_terms(design, Cinv @ np.nan_to_num(cy), design.frame)
+    slopes[bad] = np.nan
+    return slopes, np.flatnonzero(inexact & ~bad)
+
+
+def local_inverse(design: Any, means: np.ndarray, X: np.ndarray, p: int) -> tuple[np.ndarray, ...]:
+    """The moment solve of :meth:`LocalDesign.solve_checked`, keeping what the slopes need.
+
+    Returns
+    -------
+    Cinv : ndarray of shape (m, q - 1, q - 1)
+        Filtered inverse of the local covariance of the monomials.
+    mean_u : ndarray of shape (m, q - 1)
+        Kernel-weighted mean of the monomials of ``u = z - z0``.
+    cy : ndarray of shape (m, q - 1, p)
+        Local covariance of the monomials and the targets.
+    bad, inexact : ndarray of shape (m,), bool
+        Rows without weight; rows the moments cannot fix to rounding.
+    """
     _, _, _, inexact = design.solve_checked(means, X, p)
     m = X.shape[0]
     ng, q = len(design.gram_exps), design.n_basis
@@ -229,6 +247,7 @@ def _lp_pass(est: Any, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.nda
         C = second - mz[:, :, None] * mz[:, None, :]
         my = ymeans[:, 0, :] / safe[:, None]
         cy = ymeans[:, 1:, :] / safe[:, None, None] - mz[:, :, None] * my[:, None, :]
+        mean_u = mz - z0
     else:
         G = design.gram(gram_means, X) / safe[:, None, None]
         rhs = design._shifted(ymeans, z0, design._basis_terms, q) / safe[:, None, None]
@@ -237,10 +256,7 @@ def _lp_pass(est: Any, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.nda
         cy = rhs[:, 1:, :] - mean_u[:, :, None] * rhs[:, 0, :][:, None, :]
     C[bad] = np.eye(q - 1)
     Cinv, _, _ = design._filtered_inverse(C, design.floor(z0))
-    b = Cinv @ np.nan_to_num(cy)
-    slopes = _linear_terms(design, b, design.frame)
-    slopes[bad] = np.nan
-    return slopes, np.flatnonzero(inexact & ~bad)
+    return Cinv, mean_u, cy, bad, inexact & ~bad
 
 
 def _linear_terms(design: Any, b: np.ndarray, frame: np.ndarray) -> np.ndarray:

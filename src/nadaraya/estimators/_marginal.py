@@ -29,6 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._errors import NadarayaError
 from . import _dask
 from ._gradient import continuous, continuous_features, gradient_pass, linear_weights
+from ._slope_variance import slope_variance
 
 __all__ = ["MarginalEffectsMixin"]
 
@@ -137,7 +138,12 @@ class MarginalEffectsMixin:
         std = np.full((m, d, p), np.nan)
         feats = self._se_features()
         if feats.any():
-            _, _, v = linear_weights(self, Xv, None, feats)
+            if self._design_.degree and self._design_.shift == 0:
+                v, redo = slope_variance(self, Xv, feats)
+                if redo.size and (self.mask is None or redo.size == m):
+                    v[redo] = linear_weights(self, Xv[redo], None, feats)[2]
+            else:
+                _, _, v = linear_weights(self, Xv, None, feats)
             with np.errstate(invalid="ignore"):
                 std[:, feats] = np.sqrt(v[:, :, None] * self._w_unit * self._sigma2)
         if self._design_.degree == 0:
