@@ -30,7 +30,12 @@ import pytest
 import torch
 
 from nadaraya import NadarayaError
-from nadaraya.estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor, _gradient
+from nadaraya.estimators import (
+    LocalPolynomialRegressor,
+    NadarayaWatsonRegressor,
+    _gradient,
+    _marginal,
+)
 from nadaraya.estimators._gradient import SLOPED, neg_slope
 from nadaraya.kernels import RADIAL, Gaussian
 
@@ -256,14 +261,23 @@ def test_a_mask_restricts_the_derivative_to_the_visible_keys(rng: np.random.Gene
 
 # -- standard errors -------------------------------------------------------------------------
 def test_asymptotic_std_is_sigma_times_the_norm_of_the_linear_weights(
-        rng: np.random.Generator) -> None:
+        rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
     X, y = _data(rng, 70, 2)
     h = np.array([0.4, 0.6])
     Xq = rng.uniform(0, 3, (10, 2))
     model = NadarayaWatsonRegressor(bandwidth=h).fit(X, y)
     _, A = _naive_nw_gaussian(X, y, h, Xq)
     expected = np.sqrt(model.residual_variance_ * (A**2).sum(-1))
-    np.testing.assert_allclose(model.gradient(Xq, return_std=True)[1], expected, rtol=1e-10)
+    # from the engine's squared-kernel pass, and from the kernel-weight rows: the same
+    engine = model.gradient(Xq, return_std=True)[1]
+    np.testing.assert_allclose(engine, expected, rtol=1e-10)
+    monkeypatch.setattr(_marginal, "nw_gaussian_variance", None)
+    np.testing.assert_allclose(model.gradient(Xq, return_std=True)[1], engine, rtol=1e-10)
+    rows: list[int] = []
+    monkeypatch.setattr(_marginal, "linear_weights", lambda *a: rows.append(1))
+    lp = LocalPolynomialRegressor(bandwidth=h).fit(X, y)
+    lp.gradient(Xq, return_std=True)
+    assert rows == []
 
 
 @pytest.mark.slow

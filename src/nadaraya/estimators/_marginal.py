@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._errors import NadarayaError
 from . import _dask
 from ._gradient import continuous, continuous_features, gradient_pass, linear_weights
-from ._slope_variance import slope_variance
+from ._slope_variance import nw_gaussian_variance, slope_variance
 
 __all__ = ["MarginalEffectsMixin"]
 
@@ -138,8 +138,11 @@ class MarginalEffectsMixin:
         std = np.full((m, d, p), np.nan)
         feats = self._se_features()
         if feats.any():
-            if self._design_.degree and self._design_.shift == 0:
-                v, redo = slope_variance(self, Xv, feats)
+            gaussian = isinstance(self.kernel, str) and self.kernel.lower() == "gaussian"
+            engine_pass = (slope_variance if self._design_.degree
+                           else nw_gaussian_variance if gaussian else None)
+            if engine_pass is not None and self._design_.shift == 0:
+                v, redo = engine_pass(self, Xv, feats)
                 if redo.size and (self.mask is None or redo.size == m):
                     v[redo] = linear_weights(self, Xv[redo], None, feats)[2]
             else:
