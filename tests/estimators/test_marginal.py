@@ -486,3 +486,18 @@ def test_queries_no_key_weighs() -> None:
             raising.gradient(Xq)
         grad = cls(kernel="epanechnikov", bandwidth=0.8, empty="nan").fit(X, y).gradient(Xq)
         assert np.isfinite(grad[0]).all() and np.isnan(grad[1]).all()
+
+
+def test_dataframe_queries_give_the_gradient_of_their_codes(rng: np.random.Generator) -> None:
+    n = 80
+    df = pd.DataFrame({"x": rng.uniform(0, 3, n),
+                       "shop": pd.Categorical(rng.choice(["a", "b"], n)),
+                       "z": rng.uniform(0, 3, n)})
+    y = np.sin(df["x"]).to_numpy() + df["z"].to_numpy() + (df["shop"] == "a").to_numpy()
+    codes = np.c_[df["x"], df["shop"].cat.codes, df["z"]].astype(float)
+    for cls in (NadarayaWatsonRegressor, LocalPolynomialRegressor):
+        framed = cls(bandwidth=[0.4, 0.2, 0.5]).fit(df, y)
+        plain = cls(bandwidth=[0.4, 0.2, 0.5], var_types="cuc").fit(codes, y)
+        np.testing.assert_array_equal(framed.gradient(df.iloc[:5]), plain.gradient(codes[:5]))
+        ame, se = framed.average_marginal_effects()
+        assert np.isnan(ame[1]) and np.isnan(se[1]) and np.isfinite(ame[[0, 2]]).all()
