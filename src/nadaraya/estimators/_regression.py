@@ -12,7 +12,9 @@ from .._errors import NadarayaError
 from . import _dask
 from ._base import KernelSmoother
 from ._direct import solve_rows
+from ._marginal import MarginalEffectsMixin
 from ._mixed import check_var_types
+from ._summary import SummaryMixin
 from ._tabular import all_numeric, code_fit, code_predict, frame_types, is_frame
 from ._uncertainty import (
     bootstrap_deviations,
@@ -30,7 +32,7 @@ from ._uncertainty import (
 __all__ = ["LocalPolynomialRegressor", "NadarayaWatsonRegressor"]
 
 
-class _KernelRegressor(RegressorMixin, KernelSmoother):
+class _KernelRegressor(MarginalEffectsMixin, SummaryMixin, RegressorMixin, KernelSmoother):
     """Fit, predict, standard errors and bands shared by the regressors."""
 
     def __sklearn_tags__(self) -> Any:
