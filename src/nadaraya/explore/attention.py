@@ -127,7 +127,7 @@ class AttentionTab:
             if self._model is None:
                 model, tokenizer = minilm.load()
                 self._model = (model, tokenizer, minilm.attention_modules(model))
-            model, tokenizer, blocks = self._model
+            model, tokenizer, _ = self._model
             limit = int(model.config.max_position_embeddings)
             if len(tokenizer(text)["input_ids"]) > limit:
                 raise NadarayaError(f"the sentence has more than {limit} tokens, the model's "

@@ -64,7 +64,7 @@ def read_image(content: bytes) -> np.ndarray:
 
     try:
         image = np.asarray(matplotlib.image.imread(io.BytesIO(content)), dtype=float)
-    except Exception as exc:  # noqa: BLE001 - any decoder failure is a bad upload
+    except Exception as exc:  # any decoder failure is a bad upload
         raise NadarayaError(f"the uploaded file is not a readable image ({message(exc)}); "
                             "upload a PNG or JPEG.") from None
     if image.ndim == 3:
@@ -220,7 +220,7 @@ class ImageTab:
     def _tapped(self, x: float | None, y: float | None) -> None:
         if x is None or y is None:
             return
-        height, width = self.clean.shape
+        height = self.clean.shape[0]
         self.select_pixel(height - 1 - math.floor(y), math.floor(x))
 
     def select_pixel(self, row: int | None, col: int | None) -> None:
