@@ -55,7 +55,8 @@ def explore_url() -> Iterator[str]:
         time.sleep(0.5)
     else:
         proc.kill()
-        pytest.fail(f"the explorer server did not start: {proc.stdout.read() if proc.stdout else ''}")
+        output = proc.stdout.read() if proc.stdout else ""
+        pytest.fail(f"the explorer server did not start: {output}")
     yield f"http://127.0.0.1:{port}/"
     proc.terminate()
     try:

@@ -40,7 +40,7 @@ def test_band_is_the_estimators_interval(regression: RegressionTab) -> None:
 
     regression.set_bandwidth(3.0)
     model = NadarayaWatsonRegressor(bandwidth=3.0).fit(regression.x[:, None], regression.y)
-    lower, upper = model.predict_interval(regression.grid[:, None])
+    lower, _upper = model.predict_interval(regression.grid[:, None])
     np.testing.assert_allclose(regression.sources["fit"].data["lower"], lower)
     assert np.all(regression.sources["fit"].data["upper"] > regression.fit)
 
@@ -84,7 +84,7 @@ def test_bad_inputs_are_refused(regression: RegressionTab) -> None:
 
 
 def test_csv_upload(regression: RegressionTab) -> None:
-    x, y, names = read_csv(b"t,v,extra\n0,1,5\n1,3,5\n2,nan,5\n3,2,5\n4,inf,1\n5,0,1\n")
+    x, _y, names = read_csv(b"t,v,extra\n0,1,5\n1,3,5\n2,nan,5\n3,2,5\n4,inf,1\n5,0,1\n")
     assert names == ("t", "v") and x.tolist() == [0.0, 1.0, 3.0, 5.0]
     for bad, match in ((b"a\n1\n2\n", "two numeric"), (b"a,b\n1,2\n", "at least 3"),
                        (b"", "readable CSV")):
