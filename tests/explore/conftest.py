@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,9 +45,10 @@ def explore_url() -> Iterator[str]:
     src = Path(__file__).resolve().parents[2] / "src"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(src), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    log = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen([sys.executable, "-m", "nadaraya", "explore", "--port", str(port),
-                             "--no-browser"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                             "--no-browser"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            text=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
         with socket.socket() as sock:
@@ -55,7 +57,8 @@ def explore_url() -> Iterator[str]:
         time.sleep(0.5)
     else:
         proc.kill()
-        output = proc.stdout.read() if proc.stdout else ""
+        log.seek(0)
+        output = log.read()
         pytest.fail(f"the explorer server did not start: {output}")
     yield f"http://127.0.0.1:{port}/"
     proc.terminate()
@@ -63,6 +66,7 @@ def explore_url() -> Iterator[str]:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
+    log.close()
 
 
 @pytest.fixture(scope="session")
