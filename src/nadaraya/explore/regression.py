@@ -97,6 +97,9 @@ class RegressionTab:
         Where the fit is drawn.
     fit : ndarray of shape (n_grid,)
         ``nadaraya.smooth`` of the data at ``grid`` (NaN where no point weighs).
+    engine : str or None
+        The engine of the fit, chosen by ``nadaraya.explain`` when the data or
+        the kernel change and kept while the bandwidth moves.
     query : float or None
         The clicked x; ``query_weights`` its weights over the data, shape (n,).
     sources : dict of str to ColumnDataSource
@@ -116,6 +119,7 @@ class RegressionTab:
 
         self.n_grid = n_grid
         self.query: float | None = None
+        self.engine: str | None = None
         self._moving = False
         self.query_weights = np.zeros(0)
         columns = {"data": ("x", "y"), "fit": ("x", "fit", "lower", "upper"),
@@ -184,8 +188,13 @@ class RegressionTab:
             return
         self.set_data(x, y, names)
 
-    def set_data(self, x: Any, y: Any, names: tuple[str, str] = ("x", "y")) -> None:
-        """Show data ``x``, ``y`` of shape (n,): search the bandwidth, draw the fit."""
+    def set_data(self, x: Any, y: Any, names: tuple[str, str] = ("x", "y"),
+                 bandwidth: float | None = None) -> None:
+        """Show data ``x``, ``y`` of shape (n,) and draw the fit.
+
+        The bandwidth is searched (and the CV curve drawn) unless ``bandwidth``
+        is given.
+        """
         x = np.asarray(x, dtype=float).ravel()
         y = np.asarray(y, dtype=float).ravel()
         if x.shape != y.shape or x.size < 3 or not np.isfinite(x).all() or \
@@ -193,12 +202,24 @@ class RegressionTab:
             raise NadarayaError(f"x and y must be finite, of the same length >= 3, with x not "
                                 f"constant; got shapes {x.shape} and {y.shape}.")
         self.x, self.y, self.names = x, y, names
+        self.engine = None
         self.span = float(np.ptp(x))
         self.grid = np.linspace(x.min(), x.max(), self.n_grid)
         self.sources["data"].data = {"x": x, "y": y}
         self.plot.xaxis.axis_label, self.plot.yaxis.axis_label = names
         self.clear_query()
-        self.search_bandwidth()
+        if bandwidth is None:
+            self.search_bandwidth()
+            return
+        self.sources["cv"].data = {"bandwidth": [], "score": []}
+        self._moving = True
+        try:
+            self.bandwidth.param.update(start=min(self.span / 200, bandwidth),
+                                        end=max(self.span / 2, bandwidth),
+                                        step=self.span / 2000, value=bandwidth)
+        finally:
+            self._moving = False
+        self.set_bandwidth(bandwidth)
 
     # kernel and bandwidth ---------------------------------------------------
     def set_kernel(self, name: str) -> None:
@@ -212,6 +233,7 @@ class RegressionTab:
 
     def search_bandwidth(self) -> None:
         """Fit the leave-one-out bandwidth; draw the CV curve; put the slider there."""
+        self.engine = None
         model = NadarayaWatsonRegressor(self.kernel.value, bandwidth="cv", empty="nan")
         model.fit(self.x[:, None], self.y)
         results = model.cv_results_ or {"bandwidth": [], "score": []}
@@ -242,8 +264,12 @@ class RegressionTab:
                 self.bandwidth.value = h
             finally:
                 self._moving = False
+        if self.engine is None:  # chosen once per data and kernel: a slider move only sums
+            self.engine = nadaraya.explain(self.grid[:, None], self.x[:, None], self.y,
+                                           self.kernel.value, bandwidth=h).engine
         self.fit = np.asarray(nadaraya.smooth(self.grid[:, None], self.x[:, None], self.y,
-                                              self.kernel.value, bandwidth=h, empty="nan"))
+                                              self.kernel.value, bandwidth=h, empty="nan",
+                                              engine=self.engine))
         lower = upper = np.full_like(self.fit, np.nan)
         note = ""
         if self.x.size <= BAND_LIMIT:
@@ -259,7 +285,7 @@ class RegressionTab:
                                     "lower": np.asarray(lower), "upper": np.asarray(upper)}
         self.cv_mark.location = h
         self.status.object = (f"n = {self.x.size}, kernel {self.kernel.value}, "
-                              f"h = {h:.4g}.{note}")
+                              f"h = {h:.4g}, engine {self.engine}.{note}")
         if self.query is not None:
             self.select_query(self.query)
 
