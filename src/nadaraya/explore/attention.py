@@ -100,11 +100,12 @@ class AttentionTab:
                               height=460, css_classes=["attention-map"])
         self.colors = LinearColorMapper(palette="Viridis256", low=0.0, high=1.0)
         self.heatmap.rect("key", "query", 1, 1, source=self.sources["map"], line_color=None,
-                          fill_color={"field": "w", "transform": self.colors})
+                          fill_color={"field": "w", "transform": self.colors},
+                          nonselection_fill_alpha=1.0, selection_fill_alpha=1.0)
         self.heatmap.y_range.flipped = True
         self.row_plot = figure("Weights of the clicked token over the tokens", height=220)
         self.row_plot.vbar("key", top="w", width=0.8, source=self.sources["row"],
-                           color="#2ca02c")
+                           color="#2ca02c", nonselection_alpha=1.0)
         self.heatmap.on_event(Tap, lambda event: self.select_token(
             None if event.y is None else round(event.y)))
         self.sentence.param.watch(lambda e: self.compute(), "value")

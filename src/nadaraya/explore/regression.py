@@ -137,19 +137,21 @@ class RegressionTab:
                            css_classes=["regression-plot"])
         self.plot.varea("x", "lower", "upper", source=self.sources["fit"], fill_alpha=0.25,
                         fill_color="#6baed6")
-        self.plot.scatter("x", "y", source=self.sources["data"], size=4, color="#444444")
+        self.plot.scatter("x", "y", source=self.sources["data"], size=4, color="#444444",
+                          nonselection_alpha=1.0)
         self.plot.line("x", "fit", source=self.sources["fit"], line_width=2.5, color="#d62728")
         self.query_mark = Span(location=0.0, dimension="height", line_dash="dashed",
                                line_color="#2ca02c", visible=False, name="regression-query")
         self.plot.add_layout(self.query_mark)
         self.weights_plot = figure("Weights of the query", height=170, x_range=self.plot.x_range)
         self.weights_plot.vbar("x", top="w", width="width", source=self.sources["weights"],
-                               color="#2ca02c")
+                               color="#2ca02c", nonselection_alpha=1.0)
         self.cv_plot = figure("Leave-one-out error of the bandwidth search", height=260,
                               x_axis_type="log", x_axis_label="bandwidth h",
                               y_axis_label="CV mean squared error")
         self.cv_plot.line("bandwidth", "score", source=self.sources["cv"])
-        self.cv_plot.scatter("bandwidth", "score", source=self.sources["cv"], size=6)
+        self.cv_plot.scatter("bandwidth", "score", source=self.sources["cv"], size=6,
+                             nonselection_alpha=1.0)
         self.cv_mark = Span(location=1.0, dimension="height", line_color="#d62728",
                             line_width=2, name="regression-cv-mark")
         self.cv_plot.add_layout(self.cv_mark)
