@@ -161,3 +161,16 @@ def test_scale_tab_reports_engine_and_time() -> None:
     assert f"**{expected.engine}**" in tab.result.object and math.isfinite(tab.seconds)
     with pytest.raises(NadarayaError, match="positive integer"):
         generate(0)
+
+
+def test_explorer_computes_a_tab_when_first_shown() -> None:
+    from nadaraya.explore import TABS, Explorer
+
+    app = Explorer()
+    assert [p.name for p in app.tabs.objects] == list(TABS)
+    assert app.images.denoised.size == 0 and app.scale.explanation is None
+    app.tabs.active = 3
+    assert app.scale.explanation is not None
+    app.tabs.active = 2
+    assert app.images.denoised.shape == app.images.clean.shape
+    assert app.attention.tokens == []  # not shown yet: transformers not loaded for it
