@@ -81,6 +81,13 @@ def test_bad_inputs_are_refused(regression: RegressionTab) -> None:
         regression.set_data([1.0, np.nan, 3.0], [1.0, 2.0, 3.0])
     with pytest.raises(NadarayaError, match="length"):
         regression.set_data([1.0], [1.0])
+    with pytest.raises(NadarayaError, match="same length"):
+        regression.set_data([1.0, 2.0, 3.0], [1.0, 2.0])
+    with pytest.raises(NadarayaError, match="not constant"):
+        regression.set_data([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])
+    with pytest.raises(NadarayaError, match="finite"):
+        regression.set_data([1.0, 2.0, 3.0], [1.0, np.inf, 3.0])
+    assert regression.x.size == 133  # the data shown are left as they were
 
 
 def test_csv_upload(regression: RegressionTab) -> None:
@@ -136,6 +143,16 @@ def test_bilateral_pixel_kernel_against_naive_formula(images: ImageTab) -> None:
     np.testing.assert_allclose(images.pixel_weights, k / k.sum(), atol=1e-12)
 
 
+def test_steering_kernel_has_no_overlay(images: ImageTab) -> None:
+    images.method.value = "steering kernel"
+    images.select_pixel(30, 30)
+    images.select_pixel(31, 30)
+    assert images.pixel_weights.size == 0 and images.sources["kernel"].data["image"] == []
+    assert images.status.object.count("steering kernel follows") == 1
+    assert images.psnr_denoised > images.psnr_noisy
+    images.method.value = "bilateral"
+
+
 def test_tap_maps_to_pixel_and_bad_inputs(images: ImageTab) -> None:
     height = images.clean.shape[0]
     images._tapped(10.5, height - 1 - 20 + 0.5)
@@ -174,3 +191,17 @@ def test_explorer_computes_a_tab_when_first_shown() -> None:
     app.tabs.active = 2
     assert app.images.denoised.shape == app.images.clean.shape
     assert app.attention.tokens == []  # not shown yet: transformers not loaded for it
+
+
+def test_uploaded_png_is_grey_levels_cropped() -> None:
+    import io
+
+    import matplotlib.image
+
+    rgb = np.zeros((200, 180, 3), dtype=np.uint8)
+    rgb[..., 0] = 255  # pure red: grey level 85 as the mean of the channels
+    buffer = io.BytesIO()
+    matplotlib.image.imsave(buffer, rgb, format="png")
+    image = read_image(buffer.getvalue())
+    assert image.shape == (160, 160)
+    np.testing.assert_allclose(image, 85.0, atol=0.5)

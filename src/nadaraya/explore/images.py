@@ -114,6 +114,7 @@ class ImageTab:
         self.pixel_weights = np.zeros((0, 0))
         self.pixel_window = np.zeros((0, 0))
         self.denoised = np.zeros((0, 0))
+        self._summary = ""
         self.sources = {key: ColumnDataSource({"image": [], "x": [], "y": [], "dw": [], "dh": []},
                                               name=f"images-{key}")
                         for key in ("noisy", "denoised", "difference", "kernel")}
@@ -213,8 +214,9 @@ class ImageTab:
                                       "dw": [width], "dh": [height]}
         span = float(np.abs(self.denoised - self.noisy).max()) or 1.0
         self.figures["difference"].renderers[0].glyph.color_mapper.update(low=-span, high=span)
-        self.status.object = (f"PSNR before {self.psnr_noisy:.2f} dB, after "
-                              f"{self.psnr_denoised:.2f} dB ({self.method.value}).")
+        self._summary = (f"PSNR before {self.psnr_noisy:.2f} dB, after "
+                         f"{self.psnr_denoised:.2f} dB ({self.method.value}).")
+        self.status.object = self._summary
         self.select_pixel(*(self.pixel or (None, None)))
 
     def _tapped(self, x: float | None, y: float | None) -> None:
@@ -233,8 +235,9 @@ class ImageTab:
         if method == "skr":
             self.sources["kernel"].data = {"image": [], "x": [], "y": [], "dw": [], "dh": []}
             self.pixel_weights = np.zeros((0, 0))
-            self.status.object += (" The steering kernel follows local gradients; the kernel "
-                                   "overlay is drawn for the bilateral filter and non-local means.")
+            self.status.object = (f"{self._summary} The steering kernel follows local "
+                                  "gradients; the kernel overlay is drawn for the bilateral "
+                                  "filter and non-local means.")
             return
         weights, values = (self._bilateral_kernel if method == "bilateral"
                            else self._nlm_kernel)(*self.pixel)
