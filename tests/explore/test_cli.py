@@ -49,6 +49,16 @@ def test_check_port() -> None:
         check_port(65536)
     with pytest.raises(NadarayaError, match="cannot listen"):
         check_port(0, "203.0.113.1")  # a documentation address no interface has
+    for address in ("", "a\x00b", "\udcff", "x" * 300):
+        with pytest.raises(NadarayaError, match="--address"):
+            check_port(0, address)
+
+
+def test_check_builds_the_page(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("panel")
+    assert main(["explore", "--check", "--port", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "4 tabs: Regression, Attention, Images, Scale" in out
 
 
 def test_missing_browser_message(monkeypatch: pytest.MonkeyPatch) -> None:

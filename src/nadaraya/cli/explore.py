@@ -10,8 +10,9 @@ Stop it with Ctrl-C.
 
 Needs Panel: pip install 'nadaraya[explore]'.
 
-Example:
+Examples:
   nadaraya explore --port 5006 --no-browser
+  nadaraya explore --check
 """
 
 from __future__ import annotations
@@ -39,12 +40,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--no-browser", action="store_true",
                         help="do not open the page in a web browser")
+    parser.add_argument("--check", action="store_true",
+                        help="build the page once, say whether the port is free, and exit "
+                             "without serving (a quick test of the installation)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..explore import check_port, serve
+    from ..explore import TABS, Explorer, check_port, serve
 
-    check_port(args.port, args.address)
+    port = check_port(args.port, args.address)
+    if args.check:
+        Explorer()
+        print(f"nadaraya explore: the page builds ({len(TABS)} tabs: {', '.join(TABS)}); "
+              f"{args.address} port {port} is free to serve it.")
+        return 0
     serve(args.port, args.address, show=not args.no_browser,
           ready=lambda url: print(f"nadaraya explore: serving {url} (Ctrl-C to stop)",
                                   flush=True))

@@ -86,6 +86,8 @@ def check_port(port: int, address: str = "127.0.0.1") -> int:
     """
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise NadarayaError(f"--port must be an integer 0 to 65535; got {port!r}.")
+    if not isinstance(address, str) or not address or len(address) > 253:
+        raise NadarayaError(f"--address must be a host name or IP address; got {address!r}.")
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         try:
@@ -94,8 +96,13 @@ def check_port(port: int, address: str = "127.0.0.1") -> int:
             if exc.errno == errno.EADDRINUSE:
                 raise NadarayaError(f"--port {port} is already in use on {address}; choose "
                                     "another --port, or --port 0 for a free one.") from None
-            raise NadarayaError(f"cannot listen on {address}:{port} ({exc.strerror}); check "
-                                "--address and --port.") from None
+            why = exc.strerror or " ".join(str(exc).split())
+            raise NadarayaError(f"cannot listen on --address {address!r} --port {port} "
+                                f"({why}); give an address of this machine, e.g. "
+                                "127.0.0.1.") from None
+        except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
+            raise NadarayaError(f"--address must be a host name or IP address; got "
+                                f"{address!r} ({' '.join(str(exc).split())}).") from None
         return int(sock.getsockname()[1])
 
 
