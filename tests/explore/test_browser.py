@@ -106,3 +106,14 @@ def test_scale_reports_engine(page: Any) -> None:
     _open_tab(page, "Scale")
     page.get_by_text("Engine:").first.wait_for(timeout=LOAD)
     assert page.get_by_text("Time in").count() >= 1
+
+
+def test_regression_csv_upload(page: Any, tmp_path: Any) -> None:
+    _open_tab(page, "Regression")
+    csv = tmp_path / "points.csv"
+    csv.write_text("dose,response\n" + "".join(f"{i},{(i % 7) ** 2}\n" for i in range(40)))
+    page.locator("input[type=file]").first.set_input_files(str(csv))
+    page.wait_for_function(f"() => {DOC}('regression-data').data['x'].length == 40",
+                           timeout=STEP)
+    page.wait_for_function(f"() => {DOC}('regression-fit').data['x'][0] == 0", timeout=STEP)
+    assert max(data(page, "regression-data", "y")) == 36
