@@ -25,7 +25,7 @@ import nadaraya
 
 PACKAGE = Path(nadaraya.__file__).parent
 PARTS = ("_config", "_errors", "_validation", "bandwidth", "kernels", "masks")
-FACES = ("cli", "datasets", "estimators", "image", "memory", "nn", "plot")
+FACES = ("cli", "datasets", "estimators", "explore", "image", "memory", "nn", "plot")
 
 
 @dataclass(frozen=True)

@@ -64,9 +64,10 @@ BASE: dict[Command, dict[str, Any]] = {
                       "context": "4", "eval_chars": "10", "out": "lm.safetensors"},
     ("lm", "sample"): {"checkpoint": "model.safetensors", "length": "2"},
     ("lm", "ngram"): {"order": ["1"]},
+    ("explore",): {"check": True, "no_browser": True, "port": "0"},
 }
 #: Commands that take more than a second a run (a model to load).
-HEAVY = {("attention",)}
+HEAVY = {("attention",), ("explore",)}
 #: Counts of work (not of memory): a huge one is a long job the user asked for, not an error.
 WORK = {("demo",): {"repeat"}, ("lm", "train"): {"steps", "layers"},
         ("lm", "sample"): {"length"}}

@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "attention": "attention",
     "lm": "lm",
     "fit": "fit",
+    "explore": "explore",
 }
 
 
