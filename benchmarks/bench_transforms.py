@@ -59,6 +59,7 @@ import argparse
 import inspect
 import json
 import os
+import platform
 import resource
 import subprocess
 import sys
@@ -410,6 +411,17 @@ def versions() -> str:
     return ", ".join(out)
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x]
 
@@ -457,7 +469,9 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown case or peer {unknown}; cases: {', '.join(CASES)}; "
                      f"peers: {', '.join(PEERS)}")
-    print(f"{versions()}; {os.cpu_count()} cores")
+    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {platform.processor() or platform.machine()}"
+          f" {_cpu_model()}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
+    print(versions())
     print("peers:")
     for peer in PEERS.values():
         where = f"{'/'.join(peer.kernels)}, d in {set(peer.dims)}"

