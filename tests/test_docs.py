@@ -17,7 +17,7 @@ DOCS = ROOT / "docs"
 EXAMPLES = ROOT / "examples"
 PUBLIC = ("nadaraya", "nadaraya.kernels", "nadaraya.masks", "nadaraya.bandwidth",
           "nadaraya.estimators", "nadaraya.image", "nadaraya.nn", "nadaraya.nn.functional",
-          "nadaraya.memory", "nadaraya.plot", "nadaraya.datasets")
+          "nadaraya.memory", "nadaraya.plot", "nadaraya.datasets", "nadaraya.explore")
 
 pytestmark = pytest.mark.skipif(not (DOCS / "conf.py").is_file(),
                                 reason="not run from a source checkout")
