@@ -20,16 +20,20 @@ Examples
 from __future__ import annotations
 
 from ._classifier import KernelClassifier
+from ._formula import FormulaDesign, from_formula, parse_formula
 from ._progress import SearchStep, search_progress
 from ._regression import LocalPolynomialRegressor, NadarayaWatsonRegressor
 from .linear import LinearSmoother
 
 __all__ = [
+    "FormulaDesign",
     "KernelClassifier",
     "LinearSmoother",
     "LocalPolynomialRegressor",
     "NadarayaWatsonRegressor",
     "SearchStep",
+    "from_formula",
+    "parse_formula",
     "search_progress",
 ]
 
