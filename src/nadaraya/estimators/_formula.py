@@ -92,14 +92,17 @@ class FormulaDesign:
     @property
     def columns(self) -> list[str]:
         """The data columns the formula reads (expressions' variables included)."""
-        out = []
-        for term in (self.target, *self.terms):
-            if term.column is not None:
-                out.append(term.column)
-            else:
-                out.extend(sorted(str(v) for v in _formulaic().Formula(
-                    "0 + " + term.name).required_variables))
-        return list(dict.fromkeys(out))
+        return list(dict.fromkeys([*self.target_columns, *self.feature_columns]))
+
+    @property
+    def target_columns(self) -> list[str]:
+        """The data columns the target reads."""
+        return _reads([self.target])
+
+    @property
+    def feature_columns(self) -> list[str]:
+        """The data columns the features read."""
+        return _reads(self.terms)
 
     def features(self, data: Any) -> Any:
         """The features of ``data``, a DataFrame of shape (n_rows, n_features).
@@ -151,6 +154,17 @@ class FormulaDesign:
                 f"({_counts(self.missing_by_column)}); nothing is left to fit."
             )
         return X.loc[~rows], y.loc[~rows]
+
+
+def _reads(terms: list[FormulaTerm]) -> list[str]:
+    out: list[str] = []
+    for term in terms:
+        if term.column is not None:
+            out.append(term.column)
+        else:
+            out.extend(sorted(str(v) for v in _formulaic().Formula(
+                "0 + " + term.name).required_variables))
+    return list(dict.fromkeys(out))
 
 
 def _counts(by_column: dict[str, int]) -> str:
@@ -265,7 +279,7 @@ def parse_formula(formula: str) -> FormulaDesign:
         raise NadarayaError(f"formula {formula!r} needs one target and one set of features, "
                             "'target ~ x1 + x2' (no '|' parts).")
     sides = {"lhs": list(lhs), "rhs": list(rhs)}
-    for side, terms in sides.items():
+    for terms in sides.values():
         for term in terms:
             if not hasattr(term, "factors"):
                 raise NadarayaError(f"formula {formula!r} needs one target and one set of "

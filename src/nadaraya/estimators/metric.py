@@ -296,7 +296,7 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
         spread = X.std(0) if self.standardize else np.ones(d)
         self.scale_ = np.where(spread > 0, spread, 1.0)
         Z = self._scale(X)
-        y = np.asarray(y, dtype=np.float64)
+        y = np.array(y, dtype=np.float64)  # a writable copy: torch shares its memory
         Y = y.reshape(n, -1)
         fit_rows, held_rows = self._split(n)
         L0 = self._initial(Z[fit_rows], Y[fit_rows], r)
