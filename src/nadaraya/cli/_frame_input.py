@@ -298,16 +298,16 @@ def frame_inputs(args: Any) -> FitInputs:
                             "give it to one.")
     framed = bool(levels or args.formula or args.sep) or args.data.suffix.lower() in PARQUET
     if args.formula is not None:
-        if args.x or args.y:
-            raise NadarayaError("--formula names the target and the features; leave out --x "
-                                "and --y, or leave out --formula.")
+        if args.y is not None:
+            raise NadarayaError("--formula names the target and the features; leave out --y, "
+                                "or leave out --formula.")
         from ..estimators import parse_formula
 
         design = parse_formula(args.formula)
         return FitInputs(design.feature_names, design.target.name, True, design, args)
-    if not args.x or args.y is None:
-        raise NadarayaError("give the target and the features: --y COL and --x COL (repeat "
-                            "--x for several), or --formula 'y ~ x1 + C(x2)'.")
+    if args.y is None:
+        raise NadarayaError("--x needs --y COL, the target column; or give --formula "
+                            "'y ~ x1 + C(x2)' instead of both.")
     x_cols = list(dict.fromkeys(args.x))
     unused = [c for c in levels if c not in x_cols and c != args.y]
     if unused:

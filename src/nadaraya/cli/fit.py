@@ -81,11 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``nadaraya fit`` to ``parser``."""
     parser.add_argument("data", type=Path, metavar="DATA",
                         help="the data: a CSV, TSV or Parquet file")
-    parser.add_argument("--x", action="append", metavar="COL", dest="x",
-                        help="a feature column (repeat for several)")
-    parser.add_argument("--y", metavar="COL", help="the target column")
-    parser.add_argument("--formula", metavar="'Y ~ X1 + C(X2) + O(X3)'",
-                        help="target and features in one formula, instead of --x and --y")
+    columns = parser.add_mutually_exclusive_group(required=True)
+    columns.add_argument("--x", action="append", metavar="COL", dest="x",
+                         help="a feature column (repeat for several)")
+    columns.add_argument("--formula", metavar="'Y ~ X1 + C(X2) + O(X3)'",
+                         help="target and features in one formula, instead of --x and --y")
+    parser.add_argument("--y", metavar="COL", help="the target column (with --x)")
     parser.add_argument("--categorical", action="append", default=[], metavar="COL",
                         help="a column of unordered levels (repeat for several)")
     parser.add_argument("--ordered", action="append", default=[], metavar="COL",

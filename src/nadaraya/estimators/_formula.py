@@ -135,7 +135,9 @@ class FormulaDesign:
         if missing not in _MISSING:
             raise NadarayaError(f"missing must be 'drop' or 'raise'; got {missing!r}.")
         X = self.features(data)
-        y = _column(self.target, data).rename(self.target.name)
+        target = self.target
+        y = (_lookup(target, data) if target.column is not None
+             else _column(target, data)).rename(target.name)
         na = np.column_stack([X.isna().to_numpy(), y.isna().to_numpy()[:, None]])
         rows = na.any(axis=1)
         names = [*self.feature_names, self.target.name]
