@@ -155,7 +155,7 @@ def test_bad_data_is_refused() -> None:
         from_formula("y ~ x", empty)
     inf = df.copy()
     inf.loc[0, "x"] = np.inf
-    with pytest.raises(ValueError, match="(?i)inf"):
+    with pytest.raises(ValueError, match=r"(?i)inf"):
         from_formula("y ~ x", inf, NadarayaWatsonRegressor(bandwidth=0.3))
 
 

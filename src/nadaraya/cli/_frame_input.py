@@ -21,6 +21,7 @@ or with ``--drop-missing`` are dropped and counted by column.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import os
@@ -70,8 +71,9 @@ def separator(text: str) -> str:
     """``--sep`` as a delimiter: one character, or tab, comma, semicolon, pipe, space by name."""
     sep = _NAMED.get(text.lower(), text)
     if len(sep) != 1 or sep in "\"'\r\n#":
-        raise NadarayaError(f"--sep {_shown(text)} must be one character (or tab, comma, "
-                            "semicolon, pipe, space); e.g. --sep ';' or --sep tab.")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} must be one character (or tab, "
+                                         "comma, semicolon, pipe, space); e.g. --sep ';' or "
+                                         "--sep tab")
     return sep
 
 
