@@ -84,8 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     columns = parser.add_mutually_exclusive_group(required=True)
     columns.add_argument("--x", action="append", metavar="COL", dest="x",
                          help="a feature column (repeat for several)")
-    columns.add_argument("--formula", metavar="'Y ~ X1 + C(X2) + O(X3)'",
-                         help="target and features in one formula, instead of --x and --y")
+    columns.add_argument("--formula", metavar="FORMULA",
+                         help="target and features in one formula, instead of --x and --y: "
+                              "'y ~ x1 + C(x2) + O(x3)' (C: unordered, O: ordered levels)")
     parser.add_argument("--y", metavar="COL", help="the target column (with --x)")
     parser.add_argument("--categorical", action="append", default=[], metavar="COL",
                         help="a column of unordered levels (repeat for several)")
