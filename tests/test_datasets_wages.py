@@ -67,3 +67,25 @@ def test_return_X_y_is_the_np_example() -> None:
     assert list(X.columns) == WAGE1_FEATURES and y.name == "lwage"
     assert X.shape == (526, 5) and y.shape == (526,)
     assert not math.isnan(float(y.mean()))
+
+
+@pytest.mark.slow
+def test_local_linear_aicc_reproduces_np() -> None:
+    """np's published fit of this data (Racine 2008, Table 4.1 and Section 4.3).
+
+    R: ``npregbw(lwage ~ factor(female) + factor(married) + educ + exper + tenure,
+    regtype = "ll", bwmethod = "cv.aic", data = wage1)``: bandwidths 0.01978275,
+    0.15228887, 7.84663015, 8.43548175, 41.60546059; R^2 51.5 %.
+    """
+    pytest.importorskip("formulaic")
+    from nadaraya.estimators import LocalPolynomialRegressor, from_formula
+
+    wages = load_wage1()
+    model = from_formula("lwage ~ C(female) + C(married) + educ + exper + tenure", wages,
+                         LocalPolynomialRegressor(bandwidth="aicc"))
+    np.testing.assert_allclose(model.bandwidth_, [0.01978275, 0.15228887, 7.84663015,
+                                                  8.43548175, 41.60546059], rtol=2e-3)
+    y = wages["lwage"].to_numpy()
+    fitted = model.predict(model.formula_.features(wages))
+    r2 = np.corrcoef(y, fitted)[0, 1] ** 2
+    assert abs(r2 - 0.515) < 0.001
