@@ -79,13 +79,13 @@ def inference(model: object, wages: object) -> None:
     """Summary table, marginal effects and a significance test of ``female``."""
     from nadaraya.estimators import significance_test
 
-    X, y = model.formula_.features(wages), wages["lwage"]
+    X = model.formula_.features(wages)
     print(model.summary())
     effects = model.gradient(X)
     print("mean marginal effect of one more year:",
           {name: float(np.mean(effects[:, j])) for j, name in
            enumerate(model.feature_names_in_) if model._types[j] == "c"})
-    print(significance_test(model, X, y, features=["female"]))
+    print(significance_test(model, ["female"], n_resamples=399, random_state=0))
 
 
 def main() -> None:
