@@ -11,9 +11,12 @@ that cannot compute one of them says so in its note.
   ``FFTKDE``: linear binning and an FFT convolution on its grid; it evaluates
   only on an equidistant grid, so the sums are interpolated linearly to the
   queries), ``statsmodels-fft`` (``KDEUnivariate(fft=True)``: 1-D Gaussian,
-  no weights, so ``total`` only) and ``fastkde`` (its self-consistent kernel
-  chosen from the data: no bandwidth and no weights, so its density only, a
-  sum with another kernel).
+  no weights, so ``total`` only), ``r-kernsmooth`` (R's KernSmooth:
+  ``locpoly(degree = 0)`` for the mean and ``bkde`` for the density, both
+  binned on their grid; R's part timed inside R, so R's start-up and the
+  file transfer are not counted, the interpolation to the queries is) and
+  ``fastkde`` (its self-consistent kernel chosen from the data: no bandwidth
+  and no weights, so its density only, a sum with another kernel).
 * Exact peers (``kind = "exact"``) are direct O(n m) sums; they run on the
   first ``budget // n`` of the sampled queries against all keys, and the
   caller scales their time to all queries: ``keops`` (pykeops on the CPU,
@@ -25,6 +28,10 @@ that cannot compute one of them says so in its note.
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
+import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +54,7 @@ class Peer:
     run: Callable[..., Sums]
     note: str
     budget: float = 0.0  # kernel evaluations an exact peer may spend
+    missing: Callable[[], str | None] | None = None  # why it cannot run here, or None
 
 
 def kernel_integral(kernel: str, h: float, d: int) -> float:
@@ -121,6 +129,56 @@ def statsmodels_fft(q: np.ndarray, k: np.ndarray, y: np.ndarray, kernel: str, h:
     return {"mean": None, "total": total, "note": f"grid {kde.support.size}"}
 
 
+_R_KERNSMOOTH = """
+args <- commandArgs(TRUE)
+n <- as.integer(args[2]); gridsize <- as.integer(args[3]); h <- as.numeric(args[4])
+lo <- as.numeric(args[5]); hi <- as.numeric(args[6])
+con <- file(args[1], "rb"); x <- readBin(con, "double", n); y <- readBin(con, "double", n)
+close(con)
+suppressPackageStartupMessages(library(KernSmooth))
+t0 <- proc.time()
+fit <- locpoly(x, y, degree = 0, bandwidth = h, gridsize = gridsize, range.x = c(lo, hi))
+den <- bkde(x, kernel = "normal", bandwidth = h, gridsize = gridsize, range.x = c(lo, hi))
+t <- proc.time() - t0
+con <- file(args[7], "wb")
+writeBin(c(t[["elapsed"]], t[["user.self"]] + t[["sys.self"]], fit$y, den$y), con)
+close(con)
+"""
+
+
+def _r_kernsmooth_missing() -> str | None:
+    if shutil.which("Rscript") is None:
+        return "missing (no Rscript); install R and KernSmooth: apt-get install r-cran-kernsmooth"
+    found = subprocess.run(["Rscript", "-e", "library(KernSmooth)"], capture_output=True)
+    if found.returncode != 0:
+        return "missing (R without KernSmooth); apt-get install r-cran-kernsmooth"
+    return None
+
+
+def r_kernsmooth(q: np.ndarray, k: np.ndarray, y: np.ndarray, kernel: str, h: float, *,
+                 grid_per_h: float, max_cells: float, **_: Any) -> Sums:
+    """R KernSmooth ``locpoly`` (degree 0) and ``bkde`` on their grid, interpolated."""
+    lo = float(min(k.min(), q.min()))
+    hi = float(max(k.max(), q.max()))
+    cells = int(min(max_cells, max(401, math.ceil((hi - lo) / h * grid_per_h))))
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out, script = (f"{tmp}/data.bin", f"{tmp}/out.bin", f"{tmp}/run.R")
+        np.concatenate([k[:, 0], y]).astype("<f8").tofile(data)
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(_R_KERNSMOOTH)
+        subprocess.run(["Rscript", script, data, str(k.shape[0]), str(cells), repr(h),
+                        repr(lo), repr(hi), out], check=True, capture_output=True)
+        res = np.fromfile(out, dtype="<f8")
+    t0, c0 = time.perf_counter(), time.process_time()  # the interpolation counts
+    grid = np.linspace(lo, hi, cells)
+    mean, density = res[2:2 + cells], res[2 + cells:]
+    total = np.interp(q[:, 0], grid, density) * (k.shape[0] * kernel_integral(kernel, h, 1))
+    mean = np.interp(q[:, 0], grid, mean)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"mean": mean, "total": total, "time": float(res[0]) + elapsed,
+            "cpu": float(res[1]) + cpu, "note": f"grid {cells}; R timed inside R"}
+
+
 def fastkde(q: np.ndarray, k: np.ndarray, y: np.ndarray, kernel: str, h: float,
             **_: Any) -> Sums:
     """fastkde's density (its own kernel) on its grid, interpolated to the queries."""
@@ -191,6 +249,9 @@ PEERS: dict[str, Peer] = {p.name: p for p in (
     Peer("statsmodels-fft", "binned", "statsmodels", "statsmodels", GAUSS, (1,),
          statsmodels_fft,
          "the unweighted sum only (no weights with fft=True): 1 of the 2 sums; " + BINNED_NOTE),
+    Peer("r-kernsmooth", "binned", "R's KernSmooth", "shutil", GAUSS, (1,), r_kernsmooth,
+         "locpoly(degree = 0) and bkde, R's part timed inside R; " + BINNED_NOTE,
+         missing=_r_kernsmooth_missing),
     Peer("fastkde", "binned", "fastkde", "fastkde", GAUSS, (1,), fastkde,
          "its density only, with its own kernel chosen from the data (no bandwidth or "
          "weights argument): 1 sum of another kernel, no error to compare"),

@@ -249,6 +249,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             __import__(peer.module)
         except ImportError as exc:
             return {"skip": f"missing ({exc}); ./scripts/bench installs {peer.package}"}
+        if peer.missing is not None and (why := peer.missing()):
+            return {"skip": why}
         run = peer.run
         if peer.kind == "exact":
             rows = sample[:max(1, min(len(sample), int(peer.budget // spec["n"])))]
@@ -262,6 +264,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     res = run(q if rows is None else q[rows], k, y, kernel, h, **kw)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # a peer in another process (R) times its own computation
+    elapsed, cpu = res.get("time", elapsed), res.get("cpu", cpu)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out = {}
     for key in ("mean", "total"):

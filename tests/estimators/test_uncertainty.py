@@ -72,7 +72,7 @@ def test_std_is_the_sampling_spread_of_the_estimate() -> None:
 def test_normal_interval(rng: np.random.Generator) -> None:
     X, y = _data(rng)
     model = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, y)
-    lo, hi = model.predict_interval(X[:7], level=0.9)
+    lo, hi = model.predict_interval(X[:7], level=0.9, method="normal")
     mean, std = model.predict(X[:7], return_std=True)
     z = norm.ppf(0.95)
     np.testing.assert_allclose(lo, mean - z * std, rtol=1e-12)
@@ -99,7 +99,7 @@ def test_bootstrap_band_agrees_with_the_normal_band(rng: np.random.Generator) ->
     Xq = np.linspace(0.5, 5.5, 6)[:, None]
     lo_b, hi_b = model.predict_interval(Xq, method="bootstrap", n_resamples=2000,
                                         random_state=0)
-    lo_n, hi_n = model.predict_interval(Xq)
+    lo_n, hi_n = model.predict_interval(Xq, method="normal")
     np.testing.assert_allclose(hi_b - lo_b, hi_n - lo_n, rtol=0.2)
     mean = model.predict(Xq)
     assert np.all((lo_b < mean) & (mean < hi_b))

@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 re-expressed with KernelAttention equals the original model."""
+"""all-MiniLM-L6-v2 with the "nadaraya" attention implementation equals the original model."""
 
 from __future__ import annotations
 

