@@ -22,7 +22,7 @@ import math
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._errors import NadarayaError
@@ -56,12 +56,15 @@ class Table:
         The file line of each row kept.
     encoding : str
         The text encoding the file was read with.
+    missing_by_column : dict of str to int
+        Missing cells of each column (with ``drop_missing=True``).
     """
 
     columns: dict[str, list[float]]
     dropped: int
     lines: list[int]
     encoding: str
+    missing_by_column: dict[str, int] = field(default_factory=dict)
 
 
 def _utf16_without_mark(data: bytes) -> str | None:
@@ -307,7 +310,7 @@ def read_columns(path: Path, columns: Sequence[str], *, drop_missing: bool = Fal
             raise NadarayaError(
                 f"column {name!r} of {role} {path} has {len(lines)} value(s) that are not finite "
                 f"numbers, at {_describe(lines, [v for _, v in bad[name]])}. Fix or remove "
-                "those rows."
+                f"those rows, or pass --categorical {name} if they are levels."
             )
     for name in columns:
         if missing[name] and not drop_missing:
@@ -319,4 +322,5 @@ def read_columns(path: Path, columns: Sequence[str], *, drop_missing: bool = Fal
     if not keep_lines:
         raise NadarayaError(f"every row of {role} {path} has a missing value in the columns "
                             f"{', '.join(columns)}; nothing is left to fit.")
-    return Table(table, dropped, keep_lines, used)
+    return Table(table, dropped, keep_lines, used,
+                 {name: len(missing[name]) for name in columns if missing[name]})

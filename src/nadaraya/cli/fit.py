@@ -1,4 +1,4 @@
-"""Fit a kernel regression to columns of a CSV file and report the chosen bandwidth.
+"""Fit a kernel regression to columns of a table and report the chosen bandwidth.
 
 Reads DATA.csv (a header line of column names, then numeric rows; lines
 starting with # are comments), fits y on the --x columns by Nadaraya-Watson
@@ -9,6 +9,15 @@ score and the effective degrees of freedom; with --out writes predictions
 (at the data, or at the points of --predict GRID.csv) with standard errors
 and a pointwise band; with --plot draws the fit (one --x column). Output
 files are written atomically and never over an input file.
+
+Mixed data: --categorical COL makes a column unordered levels and --ordered
+COL ordered ones (numbers in their order, text sorted), each with its own
+smoothing parameter lambda; --formula 'y ~ x1 + C(g) + O(k)' names the
+target and features instead of --x and --y (C() unordered, O() ordered,
+expressions such as np.log(x) continuous). Such tables, Parquet files
+(.parquet, .pq) and files with --sep are read with pandas, the delimiter
+found from the header line when not given. Rows dropped for missing values
+(--drop-missing) are counted by column on standard error.
 
 With --scheduler ADDRESS the work runs on that Dask cluster: DATA (a CSV
 file, or Parquet: a .parquet file or a folder of them) is read with
@@ -31,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .._errors import NadarayaError
+from ._frame_input import describe, frame_inputs, separator
 from ._scheduler import scheduler
 from ._table import read_columns
 
@@ -69,10 +79,22 @@ def _level(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``nadaraya fit`` to ``parser``."""
-    parser.add_argument("data", type=Path, metavar="DATA.csv", help="the data: a CSV file")
-    parser.add_argument("--x", action="append", required=True, metavar="COL", dest="x",
-                        help="a feature column (repeat for several)")
-    parser.add_argument("--y", required=True, metavar="COL", help="the target column")
+    parser.add_argument("data", type=Path, metavar="DATA",
+                        help="the data: a CSV, TSV or Parquet file")
+    columns = parser.add_mutually_exclusive_group(required=True)
+    columns.add_argument("--x", action="append", metavar="COL", dest="x",
+                         help="a feature column (repeat for several)")
+    columns.add_argument("--formula", metavar="FORMULA",
+                         help="target and features in one formula, instead of --x and --y: "
+                              "'y ~ x1 + C(x2) + O(x3)' (C: unordered, O: ordered levels)")
+    parser.add_argument("--y", metavar="COL", help="the target column (with --x)")
+    parser.add_argument("--categorical", action="append", default=[], metavar="COL",
+                        help="a column of unordered levels (repeat for several)")
+    parser.add_argument("--ordered", action="append", default=[], metavar="COL",
+                        help="a column of ordered levels (repeat for several)")
+    parser.add_argument("--sep", type=separator, metavar="CHAR",
+                        help="the delimiter of a text table (one character, or tab, comma, "
+                             "semicolon, pipe, space; default: found from the header line)")
     parser.add_argument("--kernel", default="gaussian", metavar="NAME",
                         help="gaussian (default), epanechnikov, tricube, uniform, laplacian "
                              "or cauchy")
@@ -113,6 +135,13 @@ def files(args: argparse.Namespace) -> tuple[list[Path], dict[str, Path | None]]
     return [args.data, args.predict], {"--out": args.out, "--plot": args.plot}
 
 
+def _cell(value: Any) -> str:
+    """A number as its shortest exact text; a level as its label."""
+    if isinstance(value, str) or not hasattr(value, "__float__"):
+        return str(value)
+    return repr(float(value))
+
+
 def _write_csv(target: Output, header: Sequence[str], columns: Sequence[Any]) -> None:
     """Write columns as CSV, safely: see :mod:`nadaraya._files`."""
     from .._files import output
@@ -121,7 +150,7 @@ def _write_csv(target: Output, header: Sequence[str], columns: Sequence[Any]) ->
         writer = csv.writer(f)
         writer.writerow(header)
         for row in zip(*columns, strict=True):
-            writer.writerow([repr(float(v)) for v in row])
+            writer.writerow([_cell(v) for v in row])
 
 
 # -- progress -------------------------------------------------------------------
@@ -158,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``nadaraya fit``; returns the exit status."""
     import numpy as np
 
-    x_cols, y_col = list(dict.fromkeys(args.x)), args.y
+    inputs = frame_inputs(args)
+    x_cols, y_col = inputs.x_cols, inputs.y_col
     if y_col in x_cols:
         raise NadarayaError(f"--y {y_col} is also an --x column; the target cannot be a feature.")
     if args.plot is not None:
@@ -176,24 +206,35 @@ def run(args: argparse.Namespace) -> int:
         bandwidth = bandwidth[0] if len(bandwidth) == 1 else np.array(bandwidth)
 
     if args.scheduler is not None or _too_large(args.data):
+        if inputs.framed:
+            raise NadarayaError("--categorical, --ordered, --formula and --sep are not "
+                                "available with --scheduler or data larger than the "
+                                "working-memory budget; give numeric columns.")
         if args.plot is not None:
             raise NadarayaError("--plot draws every data point; it is not available with "
                                 "--scheduler or data larger than the working-memory budget.")
         with scheduler(args.scheduler):
             return _run_dask(args, x_cols, y_col, bandwidth)
-    data = read_columns(args.data, [*x_cols, y_col], drop_missing=args.drop_missing,
-                        encoding=args.encoding)
-    X = np.column_stack([data.columns[c] for c in x_cols])
-    y = np.asarray(data.columns[y_col])
-    dropped = data.dropped
+    if inputs.framed:
+        X, y, data = inputs.read(args.data, "DATA", drop_missing=args.drop_missing)
+    else:
+        data = read_columns(args.data, [*x_cols, y_col], drop_missing=args.drop_missing,
+                            encoding=args.encoding)
+        X = np.column_stack([data.columns[c] for c in x_cols])
+        y = np.asarray(data.columns[y_col])
+    if data.dropped:
+        print(f"dropped {data.dropped} row(s) with missing values in columns "
+              f"{describe(data.missing_by_column)}", file=sys.stderr)
     model, name = _model(args, bandwidth)
     _fit(model, args, X, y)
-    _report(model, args, name, x_cols, y_col, bandwidth, len(y), dropped)
-    if data.encoding != "utf-8":
+    _report(model, args, name, x_cols, y_col, bandwidth, len(y), data.dropped)
+    if data.encoding not in ("utf-8", None):
         print(f"read {args.data} as {data.encoding} (--encoding sets it)")
 
     if args.out is not None:
-        if args.predict is not None:
+        if args.predict is not None and inputs.framed:
+            Xq = inputs.read(args.predict, "GRID", features_only=True)[0]
+        elif args.predict is not None:
             grid = read_columns(args.predict, x_cols, role="GRID.csv", encoding=args.encoding)
             Xq = np.column_stack([grid.columns[c] for c in x_cols])
         else:
@@ -202,7 +243,8 @@ def run(args: argparse.Namespace) -> int:
         lo, hi = model.predict_interval(Xq, level=args.level)
         pct = f"{args.level * 100:g}"
         header = [*x_cols, f"{y_col}_pred", "std_error", f"lower_{pct}", f"upper_{pct}"]
-        _write_csv(args.outputs["--out"], header, [*Xq.T, mean, std, lo, hi])
+        features = [Xq[c] for c in Xq.columns] if inputs.framed else list(Xq.T)
+        _write_csv(args.outputs["--out"], header, [*features, mean, std, lo, hi])
         print(f"wrote {len(mean)} predictions to {args.outputs['--out']}")
     if args.plot is not None:
         from ..plot import plot_fit, save_figure
@@ -246,10 +288,15 @@ def _report(model: Any, args: argparse.Namespace, name: str, x_cols: list[str], 
     rows = f"{n} rows" + (f" ({dropped} with missing values dropped)" if dropped else "")
     print(f"{name} regression, {args.kernel} kernel: {y_col} ~ {' + '.join(x_cols)} "
           f"on {rows} of {args.data}")
-    h = np.atleast_1d(model.bandwidth_)
+    h = np.broadcast_to(np.atleast_1d(model.bandwidth_), (len(x_cols),))
     how = bandwidth if isinstance(bandwidth, str) else "given"
-    print(f"bandwidth ({how}): " + ", ".join(f"{c} {v:.6g}" for c, v in zip(x_cols, h,
-                                                                            strict=True)))
+    types = getattr(model, "_types", None) or "c" * len(x_cols)
+    print(f"bandwidth ({how}): " + ", ".join(
+        f"{c} {'' if t == 'c' else 'lambda '}{v:.6g}"
+        for c, v, t in zip(x_cols, h, types, strict=True)))
+    irrelevant = getattr(model, "irrelevant_", ())
+    if len(irrelevant):
+        print(f"smoothed out (irrelevant to the fit): {', '.join(map(str, irrelevant))}")
     print(f"leave-one-out CV score (mean squared error): {model.cv_score_:.6g}")
     print(f"effective degrees of freedom (trace of the smoother matrix): "
           f"{model.effective_dof_:.4g}")

@@ -11,5 +11,7 @@ from __future__ import annotations
 from ._base import Bunch, data_path
 from ._mcycle import load_mcycle
 from ._smoothing import load_cps71, load_ethanol, load_faithful
+from ._wages import load_wage1
 
-__all__ = ["Bunch", "data_path", "load_cps71", "load_ethanol", "load_faithful", "load_mcycle"]
+__all__ = ["Bunch", "data_path", "load_cps71", "load_ethanol", "load_faithful", "load_mcycle",
+           "load_wage1"]

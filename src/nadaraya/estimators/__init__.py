@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 from ._classifier import KernelClassifier
+from ._formula import FormulaDesign, from_formula, parse_formula
 from ._progress import SearchStep, search_progress
 from ._regression import LocalPolynomialRegressor, NadarayaWatsonRegressor
 from ._significance import significance_test
@@ -34,12 +35,15 @@ from .linear import LinearSmoother
 __all__ = [
     "ConditionalDensity",
     "ConditionalQuantileRegressor",
+    "FormulaDesign",
     "KernelClassifier",
     "KernelDensity",
     "LinearSmoother",
     "LocalPolynomialRegressor",
     "NadarayaWatsonRegressor",
     "SearchStep",
+    "from_formula",
+    "parse_formula",
     "search_progress",
     "significance_test",
     "specification_test",

@@ -31,6 +31,7 @@ from ..engine import EMPTY_POLICIES, smooth, weights
 from ..engine.certified import check_tolerance
 from . import _dask, _frame
 from ._bandwidth import RULES, check_bandwidth, rule_bandwidth, search_bandwidth, weighted_spread
+from ._cells import cell_objective
 from ._design import LocalDesign, _powers, moment_bits, moment_shift
 from ._direct import DirectRows, LocalRows, solve_exact
 from ._kernel import KernelSpec, check_kernel, is_named_radial, make_spec
@@ -196,6 +197,11 @@ class KernelSmoother(BaseEstimator):
             mixed = self._mixed
 
             def objective_for(rows: np.ndarray | None) -> Any:
+                # mixed data: the criterion summed once per cell of levels, where it applies
+                cells = None if mixed is None else cell_objective(
+                    self, name, X if rows is None else X[rows], Y if rows is None else Y[rows])
+                if cells is not None:
+                    return lambda s: cells(mixed.from_search(s))
                 if rows is None:
                     objective = self._objective(name, X, Y, omega, kept)
                 else:

@@ -34,6 +34,8 @@ from .._errors import NadarayaError
 from ..engine import smooth
 from ..kernels import Gaussian
 from ..masks import LeaveOneOut
+from ._mixed import check_var_types
+from ._tabular import frame_types, is_frame
 
 __all__ = ["MetricKernelRegressor", "loo_squared_error"]
 
@@ -112,6 +114,17 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
         Scale each feature to unit variance before learning ``L``.
     random_state : int, default 0
         Seeds the held-out split.
+    var_types : str or None, default None
+        One letter per feature, as in the regressors; only ``'c'``
+        (continuous) is accepted. A learned linear map acts on coordinates,
+        and the codes of categorical levels have none (the map would depend
+        on how the levels happen to be numbered), so categorical features,
+        by ``var_types`` or as a DataFrame's ``category`` / bool columns, are
+        refused: give them as indicator columns (``pd.get_dummies``), whose
+        distances the map then learns, or use
+        :class:`~nadaraya.estimators.NadarayaWatsonRegressor` with
+        ``var_types``. A DataFrame of numeric columns is accepted and names
+        the features (``feature_names_in_``).
 
     Attributes
     ----------
@@ -145,7 +158,7 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
                  init: str | Any = "auto", max_iter: int = 100, tol: float = 1e-7,
                  early_stopping: bool = True, validation_fraction: float = 0.2,
                  n_iter_no_change: int = 5, refit: bool = True, standardize: bool = True,
-                 random_state: Any = 0) -> None:
+                 random_state: Any = 0, var_types: str | None = None) -> None:
         self.n_components = n_components
         self.tie = tie
         self.init = init
@@ -157,6 +170,7 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
         self.refit = refit
         self.standardize = standardize
         self.random_state = random_state
+        self.var_types = var_types
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -237,6 +251,22 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
             L[:k] = vt[:k] / np.where(spread > 0, spread, 1.0)[:, None]
         return L / scott
 
+    def _check_types(self, X: Any) -> None:
+        """Refuse categorical features (see ``var_types``)."""
+        d = X.shape[1] if getattr(X, "ndim", 0) == 2 else None
+        types = check_var_types(self.var_types, d) if d is not None else self.var_types
+        if types is None and is_frame(X):
+            types = frame_types(X)
+        if types and set(types) - {"c"}:
+            j = next(i for i, t in enumerate(types) if t != "c")
+            name = repr(str(X.columns[j])) if is_frame(X) else str(j)
+            raise NadarayaError(
+                f"MetricKernelRegressor learns a linear map of continuous features; feature "
+                f"{name} is categorical (var_types={types!r}), and its level codes have no "
+                "coordinates to map. Give it as indicator columns (pd.get_dummies), or use "
+                "NadarayaWatsonRegressor(var_types=...) for a product kernel over levels."
+            )
+
     def _scale(self, X: np.ndarray) -> np.ndarray:
         return (X - self.mean_) / self.scale_
 
@@ -246,7 +276,8 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Continuous features only (see ``var_types``).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
 
         Returns
@@ -254,6 +285,7 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
         self
         """
         start = time.perf_counter()
+        self._check_types(X)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
         n, d = X.shape
         if n < 2:
@@ -264,7 +296,7 @@ class MetricKernelRegressor(RegressorMixin, TransformerMixin, BaseEstimator):
         spread = X.std(0) if self.standardize else np.ones(d)
         self.scale_ = np.where(spread > 0, spread, 1.0)
         Z = self._scale(X)
-        y = np.asarray(y, dtype=np.float64)
+        y = np.array(y, dtype=np.float64)  # a writable copy: torch shares its memory
         Y = y.reshape(n, -1)
         fit_rows, held_rows = self._split(n)
         L0 = self._initial(Z[fit_rows], Y[fit_rows], r)
