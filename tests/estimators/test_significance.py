@@ -54,7 +54,7 @@ def test_gradient_statistic_matches_statsmodels() -> None:
     # statsmodels' marginal effect is 2 / n times the gradient: its d_gaussian carries a
     # factor 2 (the derivative of exp(-u^2 / 2) is -u exp(-u^2 / 2)) and B_x is divided by nobs
     assert ours.statistic == pytest.approx(float(sm.test_stat) * n**2 / 4, rel=1e-6)
-    assert ours.details == {"features": ["x0"], "statistic": ["gradient"]}
+    assert ours.details == {"features": ["x0"], "statistics": ["gradient"]}
 
 
 def test_level_difference_statistic_matches_statsmodels() -> None:
@@ -71,7 +71,7 @@ def test_level_difference_statistic_matches_statsmodels() -> None:
         sm = TestRegCoefD(KernelReg(y, X, "cu", reg_type="lc", bw=[0.1, 0.3]), [1], nboot=1,
                           rng=0)
     assert ours.statistic == pytest.approx(float(np.squeeze(sm.test_stat)), rel=1e-10)
-    assert ours.details["statistic"] == ["difference"]
+    assert ours.details["statistics"] == ["difference"]
 
 
 def test_group_statistic_and_null_distribution_from_naive_formulas(
@@ -143,7 +143,7 @@ def test_names_from_a_frame_and_repr(rng: np.random.Generator) -> None:
     frame = pd.DataFrame({"dose": X[:, 0], "shop": pd.Categorical(rng.choice(["a", "b"], 40))})
     model = NadarayaWatsonRegressor(bandwidth=[0.1, 0.5]).fit(frame, y)
     res = significance_test(model, ["dose", "shop"], n_resamples=19, random_state=0)
-    assert res.details == {"features": ["dose", "shop"], "statistic": ["gradient", "difference"]}
+    assert res.details == {"features": ["dose", "shop"], "statistics": ["gradient", "difference"]}
     assert res.null_distribution.shape == (19,) and res.n_resamples == 19
     text = repr(res)
     assert text.startswith("BootstrapTest(test='significance', statistic=")

@@ -329,7 +329,7 @@ def significance_test(model: Any, features: Any, *, n_resamples: int = 399,
     kinds = [q[0] for q in stat.queries]
     return BootstrapTest("significance", float(model._out(observed, power=2)), float(pvalue),
                          int(n_resamples), model._out(null, power=2), bootstrap,
-                         {"features": tested, "statistic": kinds})
+                         {"features": tested, "statistics": kinds})
 
 
 def _null_fit(model: Any, index: list[int]) -> tuple[np.ndarray, np.ndarray]:
