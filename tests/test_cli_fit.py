@@ -65,10 +65,14 @@ def test_fit_writes_predictions_at_the_data(data, tmp_path, capsys) -> None:
     header, table = _read(out)
     assert header == ["x", "z", "y_pred", "std_error", "lower_90", "upper_90"]
     model = NadarayaWatsonRegressor(bandwidth=[0.5, 2.0]).fit(X, y)
-    mean, std = model.predict(X, return_std=True)
+    mean = model.predict(X)
     lo, hi = model.predict_interval(X, level=0.9)
+    # the band's own standard error: heteroscedasticity-consistent, sum_j S_xj^2 e_j^2
+    S = model.smoother_matrix(X)
+    e = (y - S @ y) / np.sqrt(1.0 - np.diag(S))
+    std = np.sqrt((S**2) @ e**2)
     np.testing.assert_array_equal(table[:, :2], X)
-    np.testing.assert_allclose(table[:, 2:], np.c_[mean, std, lo, hi], rtol=1e-15)
+    np.testing.assert_allclose(table[:, 2:], np.c_[mean, std, lo, hi], rtol=1e-9)
     assert "bandwidth (given): x 0.5, z 2" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "pred.csv"]
 

@@ -37,6 +37,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .._errors import NadarayaError
@@ -107,8 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="predict at the rows of this CSV (it needs the --x columns); "
                              "default: at the data")
     parser.add_argument("--out", type=Path, metavar="CSV",
-                        help="write the predictions, standard errors and band to this CSV file "
-                             "('-': standard output)")
+                        help="write the predictions, their standard errors (heteroscedasticity-"
+                             "consistent) and the confidence band for the mean to this CSV "
+                             "file ('-': standard output)")
     parser.add_argument("--plot", type=Path, metavar="FILE",
                         help="draw the fit with its band over the data (.png, .svg or .pdf; "
                              "'-': PNG on standard output)")
@@ -239,8 +241,11 @@ def run(args: argparse.Namespace) -> int:
             Xq = np.column_stack([grid.columns[c] for c in x_cols])
         else:
             Xq = X
-        mean, std = model.predict(Xq, return_std=True)
+        mean = model.predict(Xq)
         lo, hi = model.predict_interval(Xq, level=args.level)
+        # the standard error behind the band (heteroscedasticity-consistent): a normal
+        # interval is the fit plus and minus z times it
+        std = (hi - lo) / (2.0 * NormalDist().inv_cdf(0.5 + args.level / 2.0))
         pct = f"{args.level * 100:g}"
         header = [*x_cols, f"{y_col}_pred", "std_error", f"lower_{pct}", f"upper_{pct}"]
         features = [Xq[c] for c in Xq.columns] if inputs.framed else list(Xq.T)
