@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 from .._errors import NadarayaError
+from ._numbers import count, positive
 
 __all__ = ["PROGRESS_PIXELS", "add_method_arguments", "method_overrides", "progress"]
 
@@ -41,55 +41,30 @@ _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 _LARGEST = 8192
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
-    return value
-
-
-def _count(least: int, most: int = _LARGEST, odd: bool = False) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
-        if not least <= value <= most or (odd and value % 2 == 0):
-            kind = "an odd integer" if odd else "an integer"
-            raise argparse.ArgumentTypeError(f"must be {kind} from {least} to {most}; got "
-                                             f"{value}")
-        return value
-
-    return parse
-
-
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     """Add each method's parameters, the --quiet switch and --volume to ``parser``."""
     group = parser.add_argument_group(
         "method parameters", "default: set from the noise level (see nadaraya.image.denoise."
         "recipe); an option the chosen --method does not take is an error")
-    group.add_argument("--h", type=_positive, metavar="H",
+    group.add_argument("--h", type=positive, metavar="H",
                        help="nlm: cut-off patch distance in the image's units; kr, skr: "
                             "kernel bandwidth in pixels")
-    group.add_argument("--patch-size", type=_count(1, odd=True), metavar="P",
+    group.add_argument("--patch-size", type=count(1, _LARGEST, odd=True), metavar="P",
                        help="nlm: odd side of the patches (default 7; 5 for volumes)")
-    group.add_argument("--search-radius", type=_count(0), metavar="R",
+    group.add_argument("--search-radius", type=count(0, _LARGEST), metavar="R",
                        help="nlm: half-side of the search window (default 7; 3 for volumes)")
     group.add_argument("--patch-kind", choices=("gaussian", "box"),
                        help="nlm: patch weights (default gaussian)")
-    group.add_argument("--sigma-color", type=_positive, metavar="S",
+    group.add_argument("--sigma-color", type=positive, metavar="S",
                        help="bilateral: s.d. of the colour Gaussian, in the image's units "
                             "(default 2.5 sigma)")
-    group.add_argument("--sigma-spatial", type=_positive, metavar="S",
+    group.add_argument("--sigma-spatial", type=positive, metavar="S",
                        help="bilateral: s.d. of the spatial Gaussian, in pixels (default 2.5)")
-    group.add_argument("--radius", type=_count(1), metavar="R",
+    group.add_argument("--radius", type=count(1, _LARGEST), metavar="R",
                        help="bilateral, kr, skr: window radius in pixels")
     group.add_argument("--order", type=int, choices=(0, 1, 2),
                        help="kr, skr: degree of the local polynomial")
-    group.add_argument("--iterations", type=_count(1, 100), metavar="N",
+    group.add_argument("--iterations", type=count(1, 100), metavar="N",
                        help="skr: steering iterations (default 1)")
     group.add_argument("--pilot", choices=("nlm", "image"),
                        help="skr: where the first gradients come from (default nlm)")

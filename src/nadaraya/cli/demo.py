@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NadarayaError
+from ._numbers import count
 
 if TYPE_CHECKING:
     from .._files import Output
@@ -48,13 +49,6 @@ def _bandwidth(text: str) -> float | str:
     return value
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``nadaraya demo`` to ``parser``."""
     parser.add_argument("--kernel", default="gaussian", metavar="NAME",
@@ -66,12 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or 'scott'")
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                         help="precision the engines compute in (default float64)")
-    parser.add_argument("--grid", type=_positive_int, metavar="N",
+    parser.add_argument("--grid", type=count(1), metavar="N",
                         help="smooth at N evenly spaced times instead of the measured times")
     parser.add_argument("--empty", choices=("raise", "nan", "nearest"), default="raise",
                         help="policy for a time that sees no measurement with weight "
                              "(default raise)")
-    parser.add_argument("--repeat", type=_positive_int, default=5, metavar="R",
+    parser.add_argument("--repeat", type=count(1), default=5, metavar="R",
                         help="time each engine as the best of R runs (default 5)")
     parser.add_argument("--out", type=Path, metavar="CSV",
                         help="write times and smoothed accel (automatic engine) to this CSV file, "

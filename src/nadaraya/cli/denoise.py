@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import time
 from collections.abc import Iterator
@@ -52,6 +51,7 @@ from typing import Any
 from .._errors import NadarayaError
 from ._denoise_figure import figure
 from ._denoise_options import add_method_arguments, method_overrides, progress
+from ._numbers import positive
 from ._scheduler import scheduler
 
 __all__ = ["FIGURES", "MEMORY_HINT", "add_arguments", "files", "run"]
@@ -67,16 +67,6 @@ _NAMES = {"nlm": "non-local means", "bilateral": "bilateral filter",
           "skr": "steering kernel regression", "kr": "classic kernel regression"}
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number; got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``nadaraya denoise`` to ``parser``."""
     parser.add_argument("input", metavar="IN", help="noisy image file")
@@ -86,10 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=_METHODS, default="nlm",
                         help="nlm (non-local means, default), bilateral, skr (steering kernel "
                              "regression) or kr (classic kernel regression)")
-    parser.add_argument("--sigma", type=_positive, metavar="S",
+    parser.add_argument("--sigma", type=positive, metavar="S",
                         help="noise standard deviation in the image's units (0-255 for 8-bit "
                              "files); estimated from the image when not given")
-    parser.add_argument("--data-range", type=_positive, metavar="R",
+    parser.add_argument("--data-range", type=positive, metavar="R",
                         help="the image's full scale (255 for 8-bit files); default the dtype's "
                              "maximum for integer files and the span max - min of the data for "
                              "float files")
