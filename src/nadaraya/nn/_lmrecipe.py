@@ -111,9 +111,13 @@ class Recipe:
         return min(done, 1.0)
 
     def rate(self, step: int, seconds: float) -> float:
-        """The learning rate of the step that starts after ``step`` steps and ``seconds``."""
-        return cosine_schedule(self.progress(step, seconds), lr=self.lr, warmup=self.warmup,
-                               min_lr=self.min_lr)
+        """The learning rate of step ``step + 1``, which starts after ``seconds`` of training.
+
+        The step counts as done (so the first step of a step budget moves the
+        weights), the seconds as they stand when it starts.
+        """
+        return cosine_schedule(self.progress(step + 1, seconds), lr=self.lr,
+                               warmup=self.warmup, min_lr=self.min_lr)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
