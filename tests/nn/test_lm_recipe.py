@@ -242,7 +242,7 @@ def test_periodic_checkpoints_and_a_failed_write_keeps_the_last(
                 checkpoint_every=(2, "steps"), progress=False)
     monkeypatch.undo()
     assert written == [2, 4, 6] and out["steps"] == 7
-    loaded, state = load_training(path)
+    _, state = load_training(path)
     assert state.step == 2 and len(state.losses) == 2
     assert [p.name for p in tmp_path.iterdir()] == [path.name], "no temporary file is left"
 
