@@ -211,10 +211,13 @@ def _check_memory(args: argparse.Namespace, vocab: int) -> None:
     activation of each layer per batch window: a lower bound of what
     training needs.
     """
+    from nadaraya.nn.lm import Recipe
+
     from ._memory import check_memory
 
     d, layers = args.d_model, args.layers
+    batch = args.batch if args.batch is not None else Recipe.batch
     weights = layers * 12 * d * d + 2 * vocab * d + args.context * d
-    check_memory(16 * weights + 4 * args.batch * args.context * d * layers,
+    check_memory(16 * weights + 4 * batch * args.context * d * layers,
                  f"--d-model {d}, --layers {layers}, --context {args.context} and --batch "
-                 f"{args.batch}")
+                 f"{batch}")
