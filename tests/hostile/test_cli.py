@@ -305,6 +305,7 @@ OUTPUTS: dict[tuple[Command, str], str] = {
     (("denoise",), "OUT"): "den.png",
     (("denoise",), "--compare"): "cmp.png",
     (("lm", "train"), "--out"): "lm2.safetensors",
+    (("lm", "train"), "--curve"): "curve.csv",
     (("attention",), "--out"): "map.png",
 }
 #: The first bytes each kind of output starts with.

