@@ -24,12 +24,12 @@ Markov baseline (Witten-Bell smoothing) on the same validation plays.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 from .._errors import NadarayaError
+from ._numbers import count, number, positive
 
 __all__ = ["MEMORY_HINT", "add_arguments", "files", "run"]
 
@@ -46,33 +46,8 @@ _LR_MAX = 1e37
 _MINUTES_MAX = 1e10
 
 
-def _parse(kind: type, text: str) -> Any:
-    """``kind(text)`` (int or float), or the parser's one-line error."""
-    try:
-        return kind(text)
-    except ValueError:
-        noun = "an integer" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"expected {noun}; got {text!r}") from None
-
-
-def _count(low: int) -> Any:
-    def parse(text: str) -> int:
-        value = _parse(int, text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}; got {text}")
-        return value
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    value = _parse(float, text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
-    return value
-
-
 def _learning_rate(text: str) -> float:
-    value = _positive_float(text)
+    value = positive(text)
     if value > _LR_MAX:
         raise argparse.ArgumentTypeError(f"must be at most {_LR_MAX:g} (AdamW's steps, up to "
                                          f"10 times the rate, are float32); got {text}")
@@ -80,15 +55,15 @@ def _learning_rate(text: str) -> float:
 
 
 def _seed(text: str) -> int:
-    value = _parse(int, text)
+    value = number(int, text)
     if not 0 <= value < _SEEDS:
         raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**63 - 1; got {text}")
     return value
 
 
 def _threads(text: str) -> int:
-    value = _count(1)(text)
-    cpus = os.cpu_count() or 1
+    value = count(1)(text)
+    cpus = os.cpucount() or 1
     if value > cpus:
         raise argparse.ArgumentTypeError(f"this machine has {cpus} CPU(s); give 1 to {cpus}, "
                                          f"not {text}")
@@ -96,7 +71,7 @@ def _threads(text: str) -> int:
 
 
 def _dropout(text: str) -> float:
-    value = _parse(float, text)
+    value = number(float, text)
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"must be in [0, 1); got {text}")
     return value
@@ -104,7 +79,7 @@ def _dropout(text: str) -> float:
 
 def _fraction(*, closed: bool) -> Any:
     def parse(text: str) -> float:
-        value = _parse(float, text)
+        value = number(float, text)
         if not (0 <= value <= 1 if closed else 0 <= value < 1):
             raise argparse.ArgumentTypeError(f"must be in [0, 1{']' if closed else ')'}; "
                                              f"got {text}")
@@ -113,14 +88,14 @@ def _fraction(*, closed: bool) -> Any:
 
 
 def _weight_decay(text: str) -> float:
-    value = _parse(float, text)
+    value = number(float, text)
     if not 0 <= value <= 10:
         raise argparse.ArgumentTypeError(f"must be a number in [0, 10]; got {text}")
     return value
 
 
 def _minutes(text: str) -> float:
-    value = _positive_float(text)
+    value = positive(text)
     if value > _MINUTES_MAX:
         raise argparse.ArgumentTypeError(f"must be at most {_MINUTES_MAX:g} minutes; got {text}")
     return value
@@ -131,7 +106,7 @@ def _every(text: str) -> tuple[float, str]:
     raw = text.strip().lower()
     for suffix in ("minutes", "min", "m"):
         if raw.endswith(suffix):
-            minutes = _parse(float, raw[:-len(suffix)])
+            minutes = number(float, raw[:-len(suffix)])
             if not 0 < minutes <= _MINUTES_MAX:
                 raise argparse.ArgumentTypeError(f"must be a number of minutes in (0, "
                                                  f"{_MINUTES_MAX:g}]; got {text}")
@@ -162,16 +137,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="W_q = W_k (symmetric kernel)")
     m.add_argument("--tie-embeddings", action="store_const", const=True,
                    help="the output head's weight is the character embedding")
-    m.add_argument("--d-model", type=_count(1), metavar="D",
+    m.add_argument("--d-model", type=count(1), metavar="D",
                    help="width of the model (default 128; a multiple of --heads)")
-    m.add_argument("--layers", type=_count(1), metavar="L", help="attention blocks (default 2)")
-    m.add_argument("--heads", type=_count(1), metavar="H",
+    m.add_argument("--layers", type=count(1), metavar="L", help="attention blocks (default 2)")
+    m.add_argument("--heads", type=count(1), metavar="H",
                    help="attention heads per block (default 4)")
-    m.add_argument("--context", type=_count(1), metavar="C",
+    m.add_argument("--context", type=count(1), metavar="C",
                    help="characters the model reads at once (default 128)")
     m.add_argument("--dropout", type=_dropout, help="dropout rate in [0, 1) (default 0)")
     r = t.add_argument_group("recipe (with --resume: taken from the checkpoint)")
-    r.add_argument("--steps", type=_count(1), metavar="N",
+    r.add_argument("--steps", type=count(1), metavar="N",
                    help="most optimisation steps (default 1000, or no limit with "
                         "--time-budget)")
     r.add_argument("--time-budget", type=_minutes, metavar="MINUTES",
@@ -180,7 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--clock", choices=("wall", "cpu"),
                    help="what --time-budget measures: wall time (default) or the CPU time "
                         "of this process, all threads together")
-    r.add_argument("--batch", type=_count(1), metavar="B", help="windows per step (default 32)")
+    r.add_argument("--batch", type=count(1), metavar="B", help="windows per step (default 32)")
     r.add_argument("--lr", type=_learning_rate,
                    help="peak learning rate (default 0.003)")
     r.add_argument("--warmup", type=_fraction(closed=False), metavar="F",
@@ -189,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="final rate of the cosine decay, as a fraction of --lr (default 0.1)")
     r.add_argument("--weight-decay", type=_weight_decay, metavar="W",
                    help="AdamW weight decay on the matrices, in [0, 10] (default 0.1)")
-    r.add_argument("--clip", type=_positive_float, metavar="NORM",
+    r.add_argument("--clip", type=positive, metavar="NORM",
                    help="largest gradient norm (default 1)")
     r.add_argument("--seed", type=_seed, help="random seed, 0 to 2**63 - 1 (default 0)")
     t.add_argument("--resume", metavar="CHECKPOINT",
@@ -209,7 +184,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="torch device to train on: cpu (default), cuda, cuda:1, mps")
     t.add_argument("--threads", type=_threads, metavar="N",
                    help="CPU threads for torch, at most the number of CPUs (default: torch's)")
-    t.add_argument("--eval-chars", type=_count(2), default=200_000, metavar="N",
+    t.add_argument("--eval-chars", type=count(2), default=200_000, metavar="N",
                    help="validation characters to score (default 200000)")
     t.add_argument("--out", default="lm.safetensors", metavar="FILE",
                    help="checkpoint file to write (default lm.safetensors)")
@@ -219,9 +194,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="a checkpoint written by nadaraya lm train --out")
     s.add_argument("--prompt", default="\n",
                    help="text to continue, in the model's alphabet (default a newline)")
-    s.add_argument("--length", type=_count(0), default=400, metavar="N",
+    s.add_argument("--length", type=count(0), default=400, metavar="N",
                    help="characters to generate (default 400)")
-    s.add_argument("--temperature", type=_positive_float, default=0.8, metavar="T",
+    s.add_argument("--temperature", type=positive, default=0.8, metavar="T",
                    help="sampling temperature, finite and > 0 (default 0.8; lower: more "
                         "predictable)")
     s.add_argument("--seed", type=_seed, default=0, help="random seed, 0 to 2**63 - 1 "
@@ -229,7 +204,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = sub.add_parser("ngram", help="validation bits per character of the n-gram baseline",
                        description="Score the Witten-Bell n-gram baseline on the validation "
                                    "plays.")
-    g.add_argument("--order", type=_count(1), nargs="+", default=[6], metavar="N",
+    g.add_argument("--order", type=count(1), nargs="+", default=[6], metavar="N",
                    help="n of the n-gram model; several values score several models "
                         "(default 6)")
 
