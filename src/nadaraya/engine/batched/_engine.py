@@ -6,6 +6,8 @@ mask. Three ways to compute it, chosen automatically and explained:
 * ``fused``: ``torch.nn.functional.scaled_dot_product_attention`` on the
   kernel's dot form, when that form is exact (the exp-dot kernel; the
   Gaussian through its key bias when rounding allows; products of these).
+* ``distance``: the Laplacian, its distances and every gradient by matrix
+  products, a block of query rows at a time (:mod:`._distance`).
 * ``streamed``: the memory-bounded differentiable block pass
   (:func:`~nadaraya.engine.autograd.smooth_blocks`), for every kernel and mask.
 * ``dense``: the weights materialised, for callers who asked for them.
@@ -27,19 +29,19 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..._config import get_config
 from ..._errors import NadarayaError
 from ...kernels import PreparedKernel
 from ...masks import Causal, Mask
 from ..autograd import BlockMask, smooth_blocks
-from ..autograd._problem import _value_frame
+from ..autograd._problem import _value_frame, working_config
 from ..streamed import dot_form_tolerance
 from ._dense import _dense
+from ._distance import smooth_distance
 
 __all__ = ["BATCHED_ENGINES", "EMPTY", "BatchedResult", "accumulation_dtype", "smooth_batched",
            "wider_dtype"]
 
-BATCHED_ENGINES = ("fused", "streamed", "dense")
+BATCHED_ENGINES = ("fused", "distance", "streamed", "dense")
 EMPTY = ("zero", "nan", "raise")
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -54,10 +56,17 @@ class BatchedResult:
     reasons: dict[str, str] = field(default_factory=dict)
 
 
+def _compiling() -> bool:
+    """Under ``torch.compile``: checks that read tensor values are skipped (see smooth_batched)."""
+    return bool(torch.compiler.is_compiling())
+
+
 def _dot_tolerance(kernel: PreparedKernel) -> float:
     # The dot form is accepted when its error is within a small factor of the
     # rounding of the plain dot product of the same vectors (softmax
     # attention's own rounding, e eps |q| |k|).
+    if _compiling():
+        return math.inf
     q, k = kernel.queries.detach(), kernel.keys.detach()
     eps = torch.finfo(q.dtype).eps
     if q.numel() == 0 or k.numel() == 0:
@@ -86,7 +95,7 @@ def wider_dtype(kernel: PreparedKernel) -> torch.dtype | None:
     is float64 already).
     """
     work = accumulation_dtype(kernel.queries.dtype)
-    if work == torch.float64 or kernel.queries.device.type == "mps":
+    if work == torch.float64 or kernel.queries.device.type == "mps" or _compiling():
         return None
     pairs = [(kernel.queries, kernel.keys)]
     if kernel.dot is not None:
@@ -111,6 +120,8 @@ def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) ->
     Its coordinates must fit ``dtype`` (they are rounded to it), and its
     scores, at most ``e max|qa| max|ka|``, the dtype the kernel accumulates in.
     """
+    if _compiling():
+        return None
     tq, tk = (float(x.detach().abs().amax()) if x.numel() else 0.0 for x in dot)
     if not (tq < torch.finfo(dtype).max / 2 and tk < torch.finfo(dtype).max / 2):
         return f"the kernel's dot form has coordinates beyond the range of {dtype}"
@@ -129,7 +140,7 @@ def _too_large(values: torch.Tensor, dropout_p: float) -> float | None:
     leave as much room again for the gradients and the sums. The streamed
     pass rescales its values instead.
     """
-    if values.numel() == 0:
+    if values.numel() == 0 or _compiling():
         return None
     centre = _value_frame(values, dropout_p)[0]
     top = float((values.detach() - centre).abs().max())
@@ -169,14 +180,26 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
     elif block_mask is not None and not (isinstance(mask, Causal) and mask.offset == 0):
         per = block_mask.per_problem is not None or (mask is not None and mask.reads_index)
         size = m * n * (math.prod(lead) if per else 1) * 4
-        if size > get_config().working_memory * 2**20:
+        if size > working_config().working_memory * 2**20:
             fused = "the mask would have to be materialised beyond the working-memory budget"
-    if fused is None and (top := _too_large(values, dropout_p)) is not None:
-        fused = (f"values as large as {top:.3g} could overflow the fused kernel's sums and "
+    distance: str | None = None
+    if need_weights:
+        distance = "the weights were asked for; the distance pass never materialises them"
+    elif not kernel.negative_distance:
+        distance = f"the {kernel.name} kernel's scores are not -||q - k||"
+    elif dropout_p > 0:
+        distance = "dropout runs in the streamed pass"
+    top = None
+    if fused is None or distance is None:
+        top = _too_large(values, dropout_p)
+    if top is not None:
+        large = (f"values as large as {top:.3g} could overflow the fused kernel's sums and "
                  "gradients; the streamed pass rescales them")
+        fused = fused if fused is not None else large
+        distance = distance if distance is not None else large
     streamed = ("the weights were asked for; the streamed pass never materialises them"
                 if need_weights else None)
-    return {"fused": fused, "streamed": streamed, "dense": None}
+    return {"fused": fused, "distance": distance, "streamed": streamed, "dense": None}
 
 
 def _power_of_two(x: torch.Tensor) -> torch.Tensor:
@@ -206,7 +229,14 @@ def _non_finite_rows(q: torch.Tensor, k: torch.Tensor, values: torch.Tensor) -> 
 
 
 def _apply_empty(out: torch.Tensor, empty: torch.Tensor | None, policy: str) -> torch.Tensor:
-    if empty is None or not bool(empty.any()):
+    if empty is None:
+        return out
+    if _compiling():
+        if policy == "raise":
+            raise NadarayaError(
+                "empty='raise' reads the mask's values, which torch.compile cannot do without "
+                "a graph break; pass empty='zero' or empty='nan' to a compiled call.")
+    elif not bool(empty.any()):
         return out
     if policy == "raise":
         count = int(empty.sum())
@@ -251,7 +281,7 @@ def smooth_batched(
         the prepared points by default.
     dropout_p : float, default 0.0
         Dropout on the weights (training only; the caller decides).
-    engine : {"auto", "fused", "streamed", "dense"}
+    engine : {"auto", "fused", "distance", "streamed", "dense"}
         Force one way of computing it.
     need_weights : bool, default False
         Also return the weights ``(..., m, n)`` (materialised).
@@ -264,6 +294,16 @@ def smooth_batched(
     BatchedResult
         ``.out`` ``(..., m, p)``, ``.weights`` or None, ``.engine`` and
         ``.reasons`` (why each engine was or was not used).
+
+    Notes
+    -----
+    Under ``torch.compile`` the checks that read tensor values (the dot
+    form's error bound, coordinates and values beyond the fused kernel's
+    range, scores beyond the working dtype's, an empty row under
+    ``empty="raise"``) would break the graph, so they are skipped: the engine
+    follows from the kernel, the mask and the shapes alone, as
+    ``scaled_dot_product_attention`` does, and inputs near the dtype's
+    largest number are the caller's to avoid. ``empty="raise"`` is refused.
     """
     if empty not in EMPTY:
         raise NadarayaError(f"empty must be one of {', '.join(map(repr, EMPTY))}; got {empty!r}.")
@@ -285,10 +325,11 @@ def smooth_batched(
     else:
         raise NadarayaError(f"engine must be 'auto' or one of {', '.join(BATCHED_ENGINES)}; "
                             f"got {engine!r}.")
-    reasons = {name: ("chosen" if name == chosen else
-                      f"cannot run: {why}" if (why := refusals[name]) is not None else
-                      f"could run, but {chosen!r} is preferred")
-               for name in BATCHED_ENGINES}
+    reasons: dict[str, str] = {}
+    for name in BATCHED_ENGINES:
+        why = refusals[name]
+        reasons[name] = ("chosen" if name == chosen else f"cannot run: {why}"
+                         if why is not None else f"could run, but {chosen!r} is preferred")
     weights = None
     dtype = values.dtype
     work = accumulation_dtype(dtype)
@@ -331,6 +372,11 @@ def smooth_batched(
             empties = ~seen.any(-1)
             if empties.shape != out.shape[:-1]:
                 empties = empties.expand(out.shape[:-1])
+    elif chosen == "distance":
+        centre = _value_frame(values, 0.0)[0]
+        out, total = smooth_distance(q, k, values - centre, mask=block_mask, bias=bias)
+        out = out + centre
+        empties = total == 0
     elif chosen == "streamed":
         out, stat = smooth_blocks(q, k, values, kernel.block, mask=block_mask, bias=bias,
                                   log_domain=kernel.log_domain, dot=kernel.is_dot,
