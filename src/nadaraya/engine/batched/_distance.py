@@ -66,32 +66,32 @@ def _compiling() -> bool:
 
 
 def _squared(qa: torch.Tensor, ka: torch.Tensor, qb: torch.Tensor, k: torch.Tensor,
-             qn: torch.Tensor, top: torch.Tensor,
+             qn: torch.Tensor, kn: torch.Tensor, top: torch.Tensor,
              ) -> tuple[torch.Tensor, _Close, bool]:
     """Squared distances ``(..., mb, n)`` of scaled points, the close pairs' indices, and
     whether every distance outside them is positive.
 
     ``qa = [q, ||q||^2, 1]`` and ``ka = [-2 k, 1, ||k||^2]`` give them by one
-    product. A pair counts as close against the largest key of its problem
-    (``top``), a superset of the pairs that need it, which holds every pair at
-    distance 0; a block whose rows' least distance is beyond that (the usual
-    case) has none, which one pass over the rows' minima shows. The indices
-    are None when no pair is close, or when the whole block was measured
-    directly.
+    product. A block whose rows' least distance is beyond a quarter of
+    ``||q||^2`` plus the largest ``||k||^2`` of its problem (``top``) has no
+    close pair, which one pass over the rows' minima shows (the usual case);
+    otherwise the close pairs (every pair at distance 0 among them) are
+    measured from their differences, or the whole block directly where they
+    are many, and their indices returned.
     """
     lead, mb, n = qa.shape[:-2], qa.shape[-2], ka.shape[-2]
-    r2 = torch.bmm(qa.reshape(-1, mb, qa.shape[-1]),
-                   ka.reshape(-1, n, ka.shape[-1]).mT).view(*lead, mb, n)
+    problems = math.prod(lead)
+    r2 = torch.bmm(qa.reshape(problems, mb, qa.shape[-1]),
+                   ka.reshape(problems, n, ka.shape[-1]).mT).view(*lead, mb, n)
     if _compiling() or not r2.numel():
         return r2.clamp_(min=0.0), None, False
-    bound = _CLOSE * (qn[..., None] + top)
-    if bool((r2.amin(-1, keepdim=True) > bound).all()):
+    if bool((r2.amin(-1, keepdim=True) > _CLOSE * (qn[..., None] + top)).all()):
         return r2, None, True
-    close = torch.le(r2, bound)
+    close = torch.le(r2, _CLOSE * (qn[..., None] + kn[..., None, :]))
     where = close.nonzero(as_tuple=True)
     if where[0].numel() > _MOSTLY_CLOSE * close.numel():
         direct = torch.cdist(qb, k, compute_mode="donot_use_mm_for_euclid_dist")
-        return direct.square_(), None, False
+        return direct.square_(), where, True
     diff = qb[where[:-1]] - k[(*where[:-2], where[-1])]
     r2[where] = diff.square().sum(-1)
     return r2.clamp_(min=0.0), where, True
@@ -123,7 +123,10 @@ class _Points:
         self.q, self.k = q.detach() / unit, k.detach() / unit
         self.qn = self.q.square().sum(-1, keepdim=True)
         kn = self.k.square().sum(-1, keepdim=True)
-        self.top = kn.amax(-2, keepdim=True).mT  # (..., 1, 1)
+        self.kn = kn[..., 0]
+        # (..., 1, 1); no key: 0
+        self.top = kn.amax(-2, keepdim=True).mT if kn.shape[-2] else kn.new_zeros(
+            *kn.shape[:-2], 1, 1)
         one_q, one_k = torch.ones_like(self.qn), torch.ones_like(kn)
         self.qa = torch.cat([self.q, self.qn, one_q], -1)
         self.ka = torch.cat([-2.0 * self.k, one_k, kn], -1)
@@ -133,8 +136,8 @@ class _Points:
     def distances(self, rows: slice) -> tuple[torch.Tensor, _Close, bool]:
         """Scaled distances ``(..., mb, n)`` of a block of rows, its close pairs, and
         whether every other distance is positive."""
-        r2, where, positive = _squared(self.qa[..., rows, :], self.ka, self.q[..., rows, :], self.k,
-                             self.qn[..., rows, 0], self.top)
+        r2, where, positive = _squared(self.qa[..., rows, :], self.ka, self.q[..., rows, :],
+                                       self.k, self.qn[..., rows, 0], self.kn, self.top)
         return r2.sqrt_(), where, positive
 
 
