@@ -199,6 +199,10 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         distance = distance if distance is not None else large
     streamed = ("the weights were asked for; the streamed pass never materialises them"
                 if need_weights else None)
+    if streamed is None and _compiling() and not kernel.is_dot and torch.is_grad_enabled() and (
+            kernel.queries.requires_grad or kernel.keys.requires_grad):
+        streamed = ("under torch.compile the streamed pass's backward (the kernel's own "
+                    "gradient, taken by autograd inside it) cannot be traced")
     return {"fused": fused, "distance": distance, "streamed": streamed, "dense": None}
 
 
@@ -304,6 +308,9 @@ def smooth_batched(
     follows from the kernel, the mask and the shapes alone, as
     ``scaled_dot_product_attention`` does, and inputs near the dtype's
     largest number are the caller's to avoid. ``empty="raise"`` is refused.
+    Kernels that would run in the streamed pass with gradients (polynomial,
+    linear, cosine with a mask beyond the budget...) run in the dense one,
+    whose graph compiles.
     """
     if empty not in EMPTY:
         raise NadarayaError(f"empty must be one of {', '.join(map(repr, EMPTY))}; got {empty!r}.")
