@@ -66,10 +66,11 @@ def _compiling() -> bool:
 
 
 def _squared(qa: torch.Tensor, ka: torch.Tensor, qb: torch.Tensor, k: torch.Tensor,
-             qn: torch.Tensor, kn: torch.Tensor, top: torch.Tensor,
-             ) -> tuple[torch.Tensor, _Close, bool]:
-    """Squared distances ``(..., mb, n)`` of scaled points, the close pairs' indices, and
-    whether every distance outside them is positive.
+             qn: torch.Tensor, kn: torch.Tensor, top: torch.Tensor, check: bool,
+             ) -> tuple[torch.Tensor, _Close, bool, torch.Tensor | None]:
+    """Squared distances ``(..., mb, n)`` of scaled points, the close pairs' indices,
+    whether every distance outside them is positive, and the rows' least squared
+    distance where no pair was measured again (else None).
 
     ``qa = [q, ||q||^2, 1]`` and ``ka = [-2 k, 1, ||k||^2]`` give them by one
     product. A block whose rows' least distance is beyond a quarter of
@@ -77,24 +78,28 @@ def _squared(qa: torch.Tensor, ka: torch.Tensor, qb: torch.Tensor, k: torch.Tens
     close pair, which one pass over the rows' minima shows (the usual case);
     otherwise the close pairs (every pair at distance 0 among them) are
     measured from their differences, or the whole block directly where they
-    are many, and their indices returned.
+    are many, and their indices returned. ``check=False``: the caller knows
+    the block has no close pair (the forward pass found none).
     """
     lead, mb, n = qa.shape[:-2], qa.shape[-2], ka.shape[-2]
     problems = math.prod(lead)
     r2 = torch.bmm(qa.reshape(problems, mb, qa.shape[-1]),
                    ka.reshape(problems, n, ka.shape[-1]).mT).view(*lead, mb, n)
     if _compiling() or not r2.numel():
-        return r2.clamp_(min=0.0), None, False
-    if bool((r2.amin(-1, keepdim=True) > _CLOSE * (qn[..., None] + top)).all()):
-        return r2, None, True
+        return r2.clamp_(min=0.0), None, False, None
+    if not check:
+        return r2, None, True, None
+    least = r2.amin(-1, keepdim=True)
+    if bool((least > _CLOSE * (qn[..., None] + top)).all()):
+        return r2, None, True, least
     close = torch.le(r2, _CLOSE * (qn[..., None] + kn[..., None, :]))
     where = close.nonzero(as_tuple=True)
     if where[0].numel() > _MOSTLY_CLOSE * close.numel():
         direct = torch.cdist(qb, k, compute_mode="donot_use_mm_for_euclid_dist")
-        return direct.square_(), where, True
+        return direct.square_(), where, True, None
     diff = qb[where[:-1]] - k[(*where[:-2], where[-1])]
     r2[where] = diff.square().sum(-1)
-    return r2.clamp_(min=0.0), where, True
+    return r2.clamp_(min=0.0), where, True, None
 
 
 def _extra(bias: torch.Tensor | None, mask: BlockMask | None, rows: slice, n: int,
@@ -133,25 +138,37 @@ class _Points:
         self.q1 = torch.cat([self.q, one_q], -1)
         self.k1 = torch.cat([self.k, one_k], -1)
 
-    def distances(self, rows: slice) -> tuple[torch.Tensor, _Close, bool]:
-        """Scaled distances ``(..., mb, n)`` of a block of rows, its close pairs, and
-        whether every other distance is positive."""
-        r2, where, positive = _squared(self.qa[..., rows, :], self.ka, self.q[..., rows, :],
-                                       self.k, self.qn[..., rows, 0], self.kn, self.top)
-        return r2.sqrt_(), where, positive
+    def distances(self, rows: slice, check: bool = True,
+                  ) -> tuple[torch.Tensor, _Close, bool, torch.Tensor | None]:
+        """Scaled distances ``(..., mb, n)`` of a block of rows, its close pairs, whether
+        every other distance is positive, and the rows' least distance (or None)."""
+        r2, where, positive, least = _squared(
+            self.qa[..., rows, :], self.ka, self.q[..., rows, :], self.k,
+            self.qn[..., rows, 0], self.kn, self.top, check)
+        return r2.sqrt_(), where, positive, None if least is None else least.sqrt()
 
 
-def _weights(d: torch.Tensor, unit: torch.Tensor, extra: torch.Tensor | None,
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+def _weights(d: torch.Tensor, least: torch.Tensor | None, unit: torch.Tensor,
+             extra: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """``exp(s - top)`` and ``top`` (0 for a row that sees nothing) of ``s = extra - unit d``."""
-    s = torch.addcmul(extra, d, unit, value=-1.0) if extra is not None else d * -unit
+    if extra is None:  # top = -unit min d
+        top = (d.amin(-1, keepdim=True) if least is None else least) * -unit
+        return d.mul_(-unit).sub_(top).exp_(), top
+    s = torch.addcmul(extra, d, unit, value=-1.0)
     top = s.amax(-1, keepdim=True)
     top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
     return s.sub_(top).exp_(), top
 
 
 class _DistanceSmooth(torch.autograd.Function):
-    """``softmax(bias - unit d) v`` by blocks of rows; without bias or mask, torch's softmax."""
+    """``softmax(bias - unit d) v`` by blocks of rows, its backward by matrix products.
+
+    The forward keeps, per row, the largest score ``top`` and the total
+    ``sum exp(s - top)``; the backward recomputes ``exp(s - top)`` and folds
+    ``1 / total`` into the incoming gradient's rows, so the weights are never
+    normalised block by block. It also keeps which blocks held close pairs:
+    the backward measures only those again.
+    """
 
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -160,20 +177,23 @@ class _DistanceSmooth(torch.autograd.Function):
         lead, m, n, p = q.shape[:-2], q.shape[-2], k.shape[-2], v.shape[-1]
         unit = _unit(q, k)
         pts = _Points(q, k, unit)
-        plain = bias is None and mask is None  # no row is empty: torch's softmax
         vd = v.detach()
-        v1 = vd if plain else torch.cat([vd, torch.ones_like(vd[..., :1])], -1)
+        v1 = torch.cat([vd, torch.ones_like(vd[..., :1])], -1)  # the totals by the product
         out = v.new_empty(*lead, m, p)
         tops = v.new_zeros(*lead, m)
         totals = v.new_ones(*lead, m)
+        close: list[bool] = []
+        plain = bias is None and mask is None  # no row is empty: torch's softmax (one kernel)
         mb = _rows(tuple(lead), m, n, q.element_size())
         for r0 in range(0, m, mb):
             rows = slice(r0, min(r0 + mb, m))
-            d, _, _ = pts.distances(rows)
+            d, where, _, least = pts.distances(rows)
+            close.append(where is not None)
             if plain:
-                out[..., rows, :] = torch.softmax(d.mul_(-unit), -1) @ v1
+                out[..., rows, :] = torch.softmax(d.mul_(-unit), -1) @ vd
                 continue
-            w, top = _weights(d, unit, _extra(bias, mask, rows, n, q.dtype, q.device))
+            extra = _extra(bias, mask, rows, n, q.dtype, q.device)
+            w, top = _weights(d, least, unit, extra)
             acc = w @ v1
             total = acc[..., p:]
             empty = total == 0
@@ -183,6 +203,7 @@ class _DistanceSmooth(torch.autograd.Function):
             totals[..., rows] = total[..., 0]
         ctx.mask = mask
         ctx.plain = plain
+        ctx.close = close
         ctx.mark_non_differentiable(totals)
         ctx.save_for_backward(q, k, v, bias, out, tops, totals, unit)
         return out, totals
@@ -193,29 +214,32 @@ class _DistanceSmooth(torch.autograd.Function):
         need_q, need_k, need_v, need_b = ctx.needs_input_grad[:4]
         lead, m, n, e = q.shape[:-2], q.shape[-2], k.shape[-2], q.shape[-1]
         pts = _Points(q, k, unit)
-        # [g, -g.out] @ [v, 1]^T = g.v_j - g.out_i: the products give dS / P directly
-        g1 = torch.cat([g_out, -(g_out * out).sum(-1, keepdim=True)], -1)
-        v1 = torch.cat([v.detach(), torch.ones_like(v[..., :1])], -1)
         inv = torch.where(totals == 0, torch.zeros_like(totals),
                           1.0 / torch.where(totals == 0, 1.0, totals))[..., None]
+        # rows of [g, -g.out] / total times [v, 1]^T: (g.v_j - g.out_i) / total, so that
+        # dS = exp(s - top) * that, and dv = exp(s - top)^T (g / total); torch's softmax
+        # gives the normalised weights at once
+        g_out = g_out if ctx.plain else g_out * inv
+        g1 = torch.cat([g_out, -(g_out * out).sum(-1, keepdim=True)], -1)
+        v1 = torch.cat([v.detach(), torch.ones_like(v[..., :1])], -1)
         shift = tops[..., None]
         dq = torch.zeros_like(pts.q) if need_q else None
         dk = torch.zeros_like(pts.k) if need_k else None
         dv = torch.zeros_like(v) if need_v else None
         db = torch.zeros(*lead, m, n, dtype=q.dtype, device=q.device) if need_b else None
         mb = _rows(tuple(lead), m, n, q.element_size())
-        for r0 in range(0, m, mb):
+        for block, r0 in enumerate(range(0, m, mb)):
             rows = slice(r0, min(r0 + mb, m))
-            d, where, positive = pts.distances(rows)
+            d, where, positive, _ = pts.distances(rows, check=ctx.close[block])
             if ctx.plain:
-                prob = torch.softmax(d * -unit, -1)
+                w = torch.softmax(d * -unit, -1)
             else:
                 extra = _extra(bias, ctx.mask, rows, n, q.dtype, q.device)
-                s = d * -unit if extra is None else torch.addcmul(extra, d, unit, value=-1.0)
-                prob = s.sub_(shift[..., rows, :]).exp_().mul_(inv[..., rows, :])
+                s = (d * -unit if extra is None else torch.addcmul(extra, d, unit, value=-1.0))
+                w = s.sub_(shift[..., rows, :]).exp_()
             if dv is not None:
-                dv += prob.mT @ g_out[..., rows, :]
-            ds = (g1[..., rows, :] @ v1.mT).mul_(prob)
+                dv += w.mT @ g_out[..., rows, :]
+            ds = (g1[..., rows, :] @ v1.mT).mul_(w)
             if db is not None:
                 db[..., rows, :] = ds
             if need_q or need_k:

@@ -98,12 +98,13 @@ def wider_dtype(kernel: PreparedKernel) -> torch.dtype | None:
     if work == torch.float64 or kernel.queries.device.type == "mps" or _compiling():
         return None
     pairs = [(kernel.queries, kernel.keys)]
-    if kernel.dot is not None:
+    if kernel.dot is not None and (kernel.dot[0] is not kernel.queries
+                                   or kernel.dot[1] is not kernel.keys):
         pairs.append(kernel.dot)
     for q, k in pairs:
         if q.numel() == 0 or k.numel() == 0:
             continue
-        tq, tk = float(q.detach().abs().amax()), float(k.detach().abs().amax())
+        tq, tk = _peak(q), _peak(k)
         if q.shape[-1] * (tq + tk) ** 2 > torch.finfo(work).max / 64:  # NaN compares False
             return torch.float64
         if not kernel.log_domain and not kernel.homogeneous and not (
@@ -122,7 +123,7 @@ def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) ->
     """
     if _compiling():
         return None
-    tq, tk = (float(x.detach().abs().amax()) if x.numel() else 0.0 for x in dot)
+    tq, tk = _peak(dot[0]), _peak(dot[1])
     if not (tq < torch.finfo(dtype).max / 2 and tk < torch.finfo(dtype).max / 2):
         return f"the kernel's dot form has coordinates beyond the range of {dtype}"
     if not (dot[0].shape[-1] * tq * tk < torch.finfo(accumulation_dtype(dtype)).max / 64):
@@ -130,7 +131,22 @@ def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) ->
     return None
 
 
-def _too_large(values: torch.Tensor, dropout_p: float) -> float | None:
+def _peak(x: torch.Tensor) -> float:
+    """``max |x|`` (NaN if ``x`` holds one; 0 if empty), in one pass without a temporary."""
+    if not x.numel():
+        return 0.0
+    low, high = torch.aminmax(x.detach())
+    return float(torch.maximum(-low, high))
+
+
+def _finite(*tensors: torch.Tensor) -> bool:
+    """Whether every entry is finite (one pass each); False under torch.compile (unknown)."""
+    if _compiling():
+        return False
+    return all(not math.isnan(p) and not math.isinf(p) for p in map(_peak, tensors))
+
+
+def _too_large(values: torch.Tensor, centre: torch.Tensor) -> float | None:
     """The largest centred |value| if it is too large for the fused kernel, else None.
 
     The fused kernel's backward forms products of gradients and values (and
@@ -142,8 +158,7 @@ def _too_large(values: torch.Tensor, dropout_p: float) -> float | None:
     """
     if values.numel() == 0 or _compiling():
         return None
-    centre = _value_frame(values, dropout_p)[0]
-    top = float((values.detach() - centre).abs().max())
+    top = _peak(values.detach() - centre)
     limit = math.sqrt(torch.finfo(values.dtype).max)
     return top if top > limit else None
 
@@ -164,7 +179,8 @@ def _materialise(mask: Mask | None, block_mask: BlockMask | None, bias: torch.Te
 
 def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
               block_mask: BlockMask | None, need_weights: bool, m: int, n: int,
-              lead: tuple[int, ...], dropout_p: float) -> dict[str, str | None]:
+              lead: tuple[int, ...], dropout_p: float, centre: torch.Tensor,
+              ) -> dict[str, str | None]:
     fused: str | None = None
     if need_weights:
         fused = "the weights were asked for, and the fused kernel does not return them"
@@ -174,7 +190,7 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         fused = f"the {kernel.name} kernel has no dot-product form"
     elif (why := _out_of_range(kernel.dot, values.dtype)) is not None:
         fused = why
-    elif kernel.dot_error > _dot_tolerance(kernel):
+    elif kernel.dot_error > 0 and kernel.dot_error > _dot_tolerance(kernel):
         fused = (f"the dot form of the {kernel.name} kernel would lose precision here "
                  f"(error bound {kernel.dot_error:.1e})")
     elif block_mask is not None and not (isinstance(mask, Causal) and mask.offset == 0):
@@ -191,7 +207,7 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         distance = "dropout runs in the streamed pass"
     top = None
     if fused is None or distance is None:
-        top = _too_large(values, dropout_p)
+        top = _too_large(values, centre)
     if top is not None:
         large = (f"values as large as {top:.3g} could overflow the fused kernel's sums and "
                  "gradients; the streamed pass rescales them")
@@ -321,7 +337,9 @@ def smooth_batched(
     if mask is not None:
         pq, pk = points if points is not None else (q, k)
         block_mask = BlockMask(mask, lead, m, n, pq, pk, device=q.device)
-    refusals = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead, dropout_p)
+    centre = _value_frame(values, dropout_p)[0]  # the fused and distance paths' frame
+    refusals = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead, dropout_p,
+                         centre)
     if engine == "auto":
         chosen = next(name for name in BATCHED_ENGINES if refusals[name] is None)
     elif engine in BATCHED_ENGINES:
@@ -360,7 +378,6 @@ def smooth_batched(
         attn_mask, is_causal = _materialise(mask, block_mask, bias, m, n, q.dtype)
         # values centred on their midpoint: the kernel's backward forms g . v_j - g . out,
         # which would cancel a common offset of the values to its rounding
-        centre = _value_frame(values, dropout_p)[0]
         framed = values - centre
         e, p = qa.shape[-1], framed.shape[-1]
         if e != p:
@@ -380,7 +397,7 @@ def smooth_batched(
             if empties.shape != out.shape[:-1]:
                 empties = empties.expand(out.shape[:-1])
     elif chosen == "distance":
-        centre = _value_frame(values, 0.0)[0]
+        centre = centre.to(values.dtype)
         out, total = smooth_distance(q, k, values - centre, mask=block_mask, bias=bias)
         out = out + centre
         empties = total == 0
@@ -393,6 +410,10 @@ def smooth_batched(
         out, weights, empties = _dense(kernel, values, block_mask, bias, dropout_p, scales)
     if n == 0:  # no key at all: every row is empty, whatever the engine returned
         empties = torch.ones(out.shape[:-1], dtype=torch.bool, device=out.device)
+    if _finite(q, k, values):  # the usual case, known in one pass per input
+        out = _apply_empty(out, empties, empty).to(dtype)
+        weights = weights.to(dtype) if weights is not None else None
+        return BatchedResult(out, weights, chosen, reasons)
     bad = _non_finite_rows(q, k, values)
     out = _apply_empty(out, empties if empties is None else empties & ~bad, empty)
     out = out.masked_fill(bad[..., None], math.nan).to(dtype)
