@@ -46,7 +46,7 @@ _CLOSE = 0.25
 # beyond this fraction of close pairs in a block, the whole block is measured directly
 _MOSTLY_CLOSE = 0.125
 # scores per block (all problems and keys of a block of query rows)
-_BLOCK = 2**21
+_BLOCK = 2**23
 
 
 def _unit(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
