@@ -237,7 +237,7 @@ def test_fused_path_is_used_where_exact(rng):
     assert explain_attention(q, k, v, "softmax")["fused"] == "chosen"
     assert explain_attention(q, k, v, "rbf")["fused"] == "chosen"
     assert explain_attention(q, k, v, "cosine", is_causal=True)["fused"] == "chosen"
-    assert explain_attention(q, k, v, "laplacian")["streamed"] == "chosen"
+    assert explain_attention(q, k, v, "laplacian")["distance"] == "chosen"
     assert explain_attention(q, k, v, "polynomial")["streamed"] == "chosen"
     # keys far from queries at their centre (the middle of the keys' range, 0 here): the
     # key bias |k|^2 / 2 would swamp q.k in float32

@@ -45,6 +45,9 @@ class PreparedKernel:
         engine then divides each problem's points by a power of two near
         their largest magnitude, so that the weights of points near the
         dtype's largest number, or subnormal, neither overflow nor underflow.
+    negative_distance : bool
+        Whether ``block(q, k)`` is exactly ``-||q - k||`` (the Laplacian): the
+        batched engine then measures the distances by matrix products.
     name : str
         For explanations.
     """
@@ -57,6 +60,7 @@ class PreparedKernel:
     dot_error: float = math.inf
     is_dot: bool = False
     homogeneous: bool = False
+    negative_distance: bool = False
     name: str = "kernel"
 
 

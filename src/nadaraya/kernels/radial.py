@@ -258,6 +258,10 @@ class Gaussian(RadialKernel):
         qs, ks = self._centred(q, k)
         qa = torch.cat([qs, qs.new_ones(*qs.shape[:-1], 1)], -1)
         ka = torch.cat([ks, -0.5 * ks.square().sum(-1, keepdim=True)], -1)
+        if torch.compiler.is_compiling():
+            # the bound reads the points' values (a graph break); the compiled engine skips it
+            return PreparedKernel(qs, ks, self._scores, dot=(qa, ka), dot_error=0.0,
+                                  name=self.name)
         eps = torch.finfo(qs.dtype).eps
         qn = float(qs.detach().square().sum(-1).max()) if qs.numel() else 0.0
         kn = float(ks.detach().square().sum(-1).max()) if ks.numel() else 0.0
@@ -291,6 +295,10 @@ class Laplacian(RadialKernel):
 
     def _of_distance(self, r: torch.Tensor) -> torch.Tensor:
         return -r
+
+    def _prepared(self, q: torch.Tensor, k: torch.Tensor) -> PreparedKernel:
+        qs, ks = self._centred(q, k)
+        return PreparedKernel(qs, ks, self._scores, negative_distance=True, name=self.name)
 
 
 def _root(r2: torch.Tensor, c: float) -> torch.Tensor:

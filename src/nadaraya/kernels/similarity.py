@@ -75,7 +75,9 @@ def unit_rows(x: torch.Tensor) -> torch.Tensor:
     out = torch.nn.functional.normalize(x, dim=-1)
     # a zero row has no direction: it stays zero, with no gradient (normalize's would be
     # 1 / its eps, 1e12, which overflows half precisions on the way back)
-    return torch.where(zero, out.detach(), out) if bool(zero.any()) else out
+    if torch.compiler.is_compiling() or bool(zero.any()):  # compiled: no data-dependent branch
+        return torch.where(zero, out.detach(), out)
+    return out
 
 
 class Cosine(SignedKernel):

@@ -106,7 +106,7 @@ class KernelAttention(nn.Module):
         zero, as ``scaled_dot_product_attention`` returns, with zero
         gradients through it; ``"nan"`` gives ``nn.MultiheadAttention``'s NaN
         there; ``"raise"`` an error.
-    engine : {"auto", "fused", "streamed", "dense"}, default "auto"
+    engine : {"auto", "fused", "distance", "streamed", "dense"}, default "auto"
         How the smoothing is computed (see
         :func:`nadaraya.nn.functional.explain_attention`).
 

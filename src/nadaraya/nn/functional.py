@@ -24,7 +24,7 @@ from ..engine.batched import (
     smooth_batched,
     wider_dtype,
 )
-from ..kernels import Kernel, get_attention_kernel
+from ..kernels import ATTENTION_NAMES, Kernel, get_attention_kernel
 from ..masks import Causal, Mask, get_mask
 from ._gqa import expand_groups
 
@@ -103,6 +103,8 @@ def check_additive(mask: torch.Tensor, name: str, *,
     hide : str
         How a boolean mask hides a key under the caller's convention.
     """
+    if torch.compiler.is_compiling():
+        return  # reading the values would break the graph (see smooth_batched)
     nan = torch.isnan(mask)
     bad = nan | torch.isposinf(mask)
     if not bool(bad.any()):
@@ -127,7 +129,10 @@ def check_overflow(bias: torch.Tensor, name: str) -> None:
     """Refuse a mask whose finite values became ``+inf`` in the computation's dtype.
 
     ``bias`` is the mask after a cast to the queries' dtype, or a sum of masks.
+    Skipped under ``torch.compile``, like :func:`check_additive`.
     """
+    if torch.compiler.is_compiling():
+        return
     over = torch.isposinf(bias)
     if bool(over.any()):
         first = tuple(int(i) for i in torch.nonzero(over)[0])
@@ -190,6 +195,25 @@ def _split_mask(mask: Any, attn_mask: Any, is_causal: bool, shape: tuple[int, ..
     return engine_mask, bias
 
 
+# kernels of the names, built once: building a module inside torch.compile breaks the graph
+_NAMED: dict[tuple[str, float | None], Kernel] = {}
+
+
+def _attention_kernel(kernel: str | Kernel, scale: float | None) -> Kernel:
+    """:func:`get_attention_kernel`, a name's kernel kept for the next call (they hold no state)."""
+    if not isinstance(kernel, str) or isinstance(scale, bool) or not (
+            scale is None or isinstance(scale, int | float)):
+        return get_attention_kernel(kernel, scale=scale)
+    key = (kernel, None if scale is None else float(scale))
+    if key not in _NAMED:
+        _NAMED[key] = get_attention_kernel(kernel, scale=scale)
+    return _NAMED[key]
+
+
+for _name in ATTENTION_NAMES:
+    _attention_kernel(_name, None)
+
+
 def _run(query: Any, key: Any, value: Any, kernel: Any, mask: Any, attn_mask: Any,
          dropout_p: float, is_causal: bool, scale: float | None, need_weights: bool,
          engine: str, empty: str, enable_gqa: bool = False) -> BatchedResult:
@@ -200,7 +224,7 @@ def _run(query: Any, key: Any, value: Any, kernel: Any, mask: Any, attn_mask: An
         raise NadarayaError(f"dropout_p must be in [0, 1); got {dropout_p!r}.")
     shape = (*q.shape[:-2], q.shape[-2], k.shape[-2])
     engine_mask, bias = _split_mask(mask, attn_mask, is_causal, shape, q.dtype)
-    attention = get_attention_kernel(kernel, scale=scale)
+    attention = _attention_kernel(kernel, scale)
     if not attention.batched:
         # no batched form (compact, Matern... on a metric, callables): one problem at a time
         return _per_problem(attention, q, k, v, engine_mask, bias, need_weights, empty)
@@ -332,7 +356,7 @@ def kernel_attention(
         bandwidth is ``scale ** -0.5``). Only with a kernel name.
     need_weights : bool, default False
         Also return the weights ``(..., L, S)`` (materialised).
-    engine : {"auto", "fused", "streamed", "dense"}
+    engine : {"auto", "fused", "distance", "streamed", "dense"}
         Force a way of computing it; see :func:`explain_attention`.
     empty : {"zero", "nan", "raise"}, default "zero"
         Output of a query whose every key is hidden (or carries zero
@@ -430,7 +454,7 @@ def explain_attention(
     >>> import torch
     >>> from nadaraya.nn.functional import explain_attention
     >>> q = torch.randn(1, 2, 5, 4)
-    >>> explain_attention(q, q, q, "laplacian")["streamed"]
+    >>> explain_attention(q, q, q, "laplacian")["distance"]
     'chosen'
     """
     with torch.no_grad():

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..._config import block_elements, get_config
+from ..._config import Config, get_config
 from ...masks import BoundMask, Mask, Problem, Visibility
 from ...masks._base import IndexMask, _Binary
 from ...masks.matrix import MatrixMask
@@ -127,6 +127,15 @@ class BlockProblem:
     point_scales: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
+def working_config() -> Config:
+    """The configuration in force; under ``torch.compile``, which cannot read it, the default.
+
+    (A context variable cannot be read inside a compiled graph: compiled
+    calls use the default blocks and working memory.)
+    """
+    return Config() if torch.compiler.is_compiling() else get_config()
+
+
 def gradient_unit(scale: torch.Tensor) -> torch.Tensor:
     """The unit ``(..., 1, 1)`` in which the scores' gradients are formed: ``S``, at least 2**-64.
 
@@ -159,9 +168,10 @@ def _scaled_points(spec: BlockProblem, qp: torch.Tensor,
 
 
 def _block_sizes(lead: tuple[int, ...], m: int, n: int, itemsize: int) -> tuple[int, int]:
-    config = get_config()
+    config = working_config()
     groups = max(1, math.prod(lead))
-    budget = max(1, block_elements(itemsize, buffers=4) // groups)
+    elements = max(1, int(config.working_memory * 2**20 // (itemsize * 4)))
+    budget = max(1, elements // groups)
     nb = max(1, min(n, config.key_block, budget))
     mb = max(1, min(m, config.query_block, budget // nb))
     return mb, nb

@@ -6,6 +6,8 @@ mask. Three ways to compute it, chosen automatically and explained:
 * ``fused``: ``torch.nn.functional.scaled_dot_product_attention`` on the
   kernel's dot form, when that form is exact (the exp-dot kernel; the
   Gaussian through its key bias when rounding allows; products of these).
+* ``distance``: the Laplacian, its distances and every gradient by matrix
+  products, a block of query rows at a time (:mod:`._distance`).
 * ``streamed``: the memory-bounded differentiable block pass
   (:func:`~nadaraya.engine.autograd.smooth_blocks`), for every kernel and mask.
 * ``dense``: the weights materialised, for callers who asked for them.
@@ -27,19 +29,19 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..._config import get_config
 from ..._errors import NadarayaError
 from ...kernels import PreparedKernel
 from ...masks import Causal, Mask
 from ..autograd import BlockMask, smooth_blocks
-from ..autograd._problem import _value_frame
+from ..autograd._problem import _value_frame, working_config
 from ..streamed import dot_form_tolerance
 from ._dense import _dense
+from ._distance import smooth_distance
 
 __all__ = ["BATCHED_ENGINES", "EMPTY", "BatchedResult", "accumulation_dtype", "smooth_batched",
            "wider_dtype"]
 
-BATCHED_ENGINES = ("fused", "streamed", "dense")
+BATCHED_ENGINES = ("fused", "distance", "streamed", "dense")
 EMPTY = ("zero", "nan", "raise")
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -54,10 +56,17 @@ class BatchedResult:
     reasons: dict[str, str] = field(default_factory=dict)
 
 
+def _compiling() -> bool:
+    """Under ``torch.compile``: checks that read tensor values are skipped (see smooth_batched)."""
+    return bool(torch.compiler.is_compiling())
+
+
 def _dot_tolerance(kernel: PreparedKernel) -> float:
     # The dot form is accepted when its error is within a small factor of the
     # rounding of the plain dot product of the same vectors (softmax
     # attention's own rounding, e eps |q| |k|).
+    if _compiling():
+        return math.inf
     q, k = kernel.queries.detach(), kernel.keys.detach()
     eps = torch.finfo(q.dtype).eps
     if q.numel() == 0 or k.numel() == 0:
@@ -86,15 +95,16 @@ def wider_dtype(kernel: PreparedKernel) -> torch.dtype | None:
     is float64 already).
     """
     work = accumulation_dtype(kernel.queries.dtype)
-    if work == torch.float64 or kernel.queries.device.type == "mps":
+    if work == torch.float64 or kernel.queries.device.type == "mps" or _compiling():
         return None
     pairs = [(kernel.queries, kernel.keys)]
-    if kernel.dot is not None:
+    if kernel.dot is not None and (kernel.dot[0] is not kernel.queries
+                                   or kernel.dot[1] is not kernel.keys):
         pairs.append(kernel.dot)
     for q, k in pairs:
         if q.numel() == 0 or k.numel() == 0:
             continue
-        tq, tk = float(q.detach().abs().amax()), float(k.detach().abs().amax())
+        tq, tk = _peak(q), _peak(k)
         if q.shape[-1] * (tq + tk) ** 2 > torch.finfo(work).max / 64:  # NaN compares False
             return torch.float64
         if not kernel.log_domain and not kernel.homogeneous and not (
@@ -111,7 +121,9 @@ def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) ->
     Its coordinates must fit ``dtype`` (they are rounded to it), and its
     scores, at most ``e max|qa| max|ka|``, the dtype the kernel accumulates in.
     """
-    tq, tk = (float(x.detach().abs().amax()) if x.numel() else 0.0 for x in dot)
+    if _compiling():
+        return None
+    tq, tk = _peak(dot[0]), _peak(dot[1])
     if not (tq < torch.finfo(dtype).max / 2 and tk < torch.finfo(dtype).max / 2):
         return f"the kernel's dot form has coordinates beyond the range of {dtype}"
     if not (dot[0].shape[-1] * tq * tk < torch.finfo(accumulation_dtype(dtype)).max / 64):
@@ -119,7 +131,22 @@ def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) ->
     return None
 
 
-def _too_large(values: torch.Tensor, dropout_p: float) -> float | None:
+def _peak(x: torch.Tensor) -> float:
+    """``max |x|`` (NaN if ``x`` holds one; 0 if empty), in one pass without a temporary."""
+    if not x.numel():
+        return 0.0
+    low, high = torch.aminmax(x.detach())
+    return float(torch.maximum(-low, high))
+
+
+def _finite(*tensors: torch.Tensor) -> bool:
+    """Whether every entry is finite (one pass each); False under torch.compile (unknown)."""
+    if _compiling():
+        return False
+    return all(not math.isnan(p) and not math.isinf(p) for p in map(_peak, tensors))
+
+
+def _too_large(values: torch.Tensor, centre: torch.Tensor) -> float | None:
     """The largest centred |value| if it is too large for the fused kernel, else None.
 
     The fused kernel's backward forms products of gradients and values (and
@@ -129,10 +156,9 @@ def _too_large(values: torch.Tensor, dropout_p: float) -> float | None:
     leave as much room again for the gradients and the sums. The streamed
     pass rescales its values instead.
     """
-    if values.numel() == 0:
+    if values.numel() == 0 or _compiling():
         return None
-    centre = _value_frame(values, dropout_p)[0]
-    top = float((values.detach() - centre).abs().max())
+    top = _peak(values.detach() - centre)
     limit = math.sqrt(torch.finfo(values.dtype).max)
     return top if top > limit else None
 
@@ -153,7 +179,8 @@ def _materialise(mask: Mask | None, block_mask: BlockMask | None, bias: torch.Te
 
 def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
               block_mask: BlockMask | None, need_weights: bool, m: int, n: int,
-              lead: tuple[int, ...], dropout_p: float) -> dict[str, str | None]:
+              lead: tuple[int, ...], dropout_p: float, centre: torch.Tensor,
+              ) -> dict[str, str | None]:
     fused: str | None = None
     if need_weights:
         fused = "the weights were asked for, and the fused kernel does not return them"
@@ -163,20 +190,36 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         fused = f"the {kernel.name} kernel has no dot-product form"
     elif (why := _out_of_range(kernel.dot, values.dtype)) is not None:
         fused = why
-    elif kernel.dot_error > _dot_tolerance(kernel):
+    elif kernel.dot_error > 0 and kernel.dot_error > _dot_tolerance(kernel):
         fused = (f"the dot form of the {kernel.name} kernel would lose precision here "
                  f"(error bound {kernel.dot_error:.1e})")
     elif block_mask is not None and not (isinstance(mask, Causal) and mask.offset == 0):
         per = block_mask.per_problem is not None or (mask is not None and mask.reads_index)
         size = m * n * (math.prod(lead) if per else 1) * 4
-        if size > get_config().working_memory * 2**20:
+        if size > working_config().working_memory * 2**20:
             fused = "the mask would have to be materialised beyond the working-memory budget"
-    if fused is None and (top := _too_large(values, dropout_p)) is not None:
-        fused = (f"values as large as {top:.3g} could overflow the fused kernel's sums and "
+    distance: str | None = None
+    if need_weights:
+        distance = "the weights were asked for; the distance pass never materialises them"
+    elif not kernel.negative_distance:
+        distance = f"the {kernel.name} kernel's scores are not -||q - k||"
+    elif dropout_p > 0:
+        distance = "dropout runs in the streamed pass"
+    top = None
+    if fused is None or distance is None:
+        top = _too_large(values, centre)
+    if top is not None:
+        large = (f"values as large as {top:.3g} could overflow the fused kernel's sums and "
                  "gradients; the streamed pass rescales them")
+        fused = fused if fused is not None else large
+        distance = distance if distance is not None else large
     streamed = ("the weights were asked for; the streamed pass never materialises them"
                 if need_weights else None)
-    return {"fused": fused, "streamed": streamed, "dense": None}
+    if streamed is None and _compiling() and not kernel.is_dot and torch.is_grad_enabled() and (
+            kernel.queries.requires_grad or kernel.keys.requires_grad):
+        streamed = ("under torch.compile the streamed pass's backward (the kernel's own "
+                    "gradient, taken by autograd inside it) cannot be traced")
+    return {"fused": fused, "distance": distance, "streamed": streamed, "dense": None}
 
 
 def _power_of_two(x: torch.Tensor) -> torch.Tensor:
@@ -206,7 +249,14 @@ def _non_finite_rows(q: torch.Tensor, k: torch.Tensor, values: torch.Tensor) -> 
 
 
 def _apply_empty(out: torch.Tensor, empty: torch.Tensor | None, policy: str) -> torch.Tensor:
-    if empty is None or not bool(empty.any()):
+    if empty is None:
+        return out
+    if _compiling():
+        if policy == "raise":
+            raise NadarayaError(
+                "empty='raise' reads the mask's values, which torch.compile cannot do without "
+                "a graph break; pass empty='zero' or empty='nan' to a compiled call.")
+    elif not bool(empty.any()):
         return out
     if policy == "raise":
         count = int(empty.sum())
@@ -251,7 +301,7 @@ def smooth_batched(
         the prepared points by default.
     dropout_p : float, default 0.0
         Dropout on the weights (training only; the caller decides).
-    engine : {"auto", "fused", "streamed", "dense"}
+    engine : {"auto", "fused", "distance", "streamed", "dense"}
         Force one way of computing it.
     need_weights : bool, default False
         Also return the weights ``(..., m, n)`` (materialised).
@@ -264,6 +314,19 @@ def smooth_batched(
     BatchedResult
         ``.out`` ``(..., m, p)``, ``.weights`` or None, ``.engine`` and
         ``.reasons`` (why each engine was or was not used).
+
+    Notes
+    -----
+    Under ``torch.compile`` the checks that read tensor values (the dot
+    form's error bound, coordinates and values beyond the fused kernel's
+    range, scores beyond the working dtype's, an empty row under
+    ``empty="raise"``) would break the graph, so they are skipped: the engine
+    follows from the kernel, the mask and the shapes alone, as
+    ``scaled_dot_product_attention`` does, and inputs near the dtype's
+    largest number are the caller's to avoid. ``empty="raise"`` is refused.
+    Kernels that would run in the streamed pass with gradients (polynomial,
+    linear, cosine with a mask beyond the budget...) run in the dense one,
+    whose graph compiles.
     """
     if empty not in EMPTY:
         raise NadarayaError(f"empty must be one of {', '.join(map(repr, EMPTY))}; got {empty!r}.")
@@ -274,7 +337,9 @@ def smooth_batched(
     if mask is not None:
         pq, pk = points if points is not None else (q, k)
         block_mask = BlockMask(mask, lead, m, n, pq, pk, device=q.device)
-    refusals = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead, dropout_p)
+    centre = _value_frame(values, dropout_p)[0]  # the fused and distance paths' frame
+    refusals = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead, dropout_p,
+                         centre)
     if engine == "auto":
         chosen = next(name for name in BATCHED_ENGINES if refusals[name] is None)
     elif engine in BATCHED_ENGINES:
@@ -285,10 +350,11 @@ def smooth_batched(
     else:
         raise NadarayaError(f"engine must be 'auto' or one of {', '.join(BATCHED_ENGINES)}; "
                             f"got {engine!r}.")
-    reasons = {name: ("chosen" if name == chosen else
-                      f"cannot run: {why}" if (why := refusals[name]) is not None else
-                      f"could run, but {chosen!r} is preferred")
-               for name in BATCHED_ENGINES}
+    reasons: dict[str, str] = {}
+    for name in BATCHED_ENGINES:
+        why = refusals[name]
+        reasons[name] = ("chosen" if name == chosen else f"cannot run: {why}"
+                         if why is not None else f"could run, but {chosen!r} is preferred")
     weights = None
     dtype = values.dtype
     work = accumulation_dtype(dtype)
@@ -312,7 +378,6 @@ def smooth_batched(
         attn_mask, is_causal = _materialise(mask, block_mask, bias, m, n, q.dtype)
         # values centred on their midpoint: the kernel's backward forms g . v_j - g . out,
         # which would cancel a common offset of the values to its rounding
-        centre = _value_frame(values, dropout_p)[0]
         framed = values - centre
         e, p = qa.shape[-1], framed.shape[-1]
         if e != p:
@@ -331,6 +396,11 @@ def smooth_batched(
             empties = ~seen.any(-1)
             if empties.shape != out.shape[:-1]:
                 empties = empties.expand(out.shape[:-1])
+    elif chosen == "distance":
+        centre = centre.to(values.dtype)
+        out, total = smooth_distance(q, k, values - centre, mask=block_mask, bias=bias)
+        out = out + centre
+        empties = total == 0
     elif chosen == "streamed":
         out, stat = smooth_blocks(q, k, values, kernel.block, mask=block_mask, bias=bias,
                                   log_domain=kernel.log_domain, dot=kernel.is_dot,
@@ -340,6 +410,10 @@ def smooth_batched(
         out, weights, empties = _dense(kernel, values, block_mask, bias, dropout_p, scales)
     if n == 0:  # no key at all: every row is empty, whatever the engine returned
         empties = torch.ones(out.shape[:-1], dtype=torch.bool, device=out.device)
+    if _finite(q, k, values):  # the usual case, known in one pass per input
+        out = _apply_empty(out, empties, empty).to(dtype)
+        weights = weights.to(dtype) if weights is not None else None
+        return BatchedResult(out, weights, chosen, reasons)
     bad = _non_finite_rows(q, k, values)
     out = _apply_empty(out, empties if empties is None else empties & ~bad, empty)
     out = out.masked_fill(bad[..., None], math.nan).to(dtype)
