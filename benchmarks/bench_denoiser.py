@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             ref = found.get("BM3D")
             for method, (p, s, t) in found.items():
                 vs = f"{p - ref[0]:+8.2f} {t / ref[2]:7.2f}" if ref else ""
-                print(f"{name:10} {str(clean.shape):>13} {sigma:5.0f}  {method:20} {p:6.2f} "
+                print(f"{name:10} {clean.shape!s:>13} {sigma:5.0f}  {method:20} {p:6.2f} "
                       f"{s:6.3f} {t:7.2f} {vs}", flush=True)
                 rows.append((name, sigma, method, p, s, t))
     ours = [r for r in rows if r[2] == "nadaraya nlbayes"]

@@ -79,7 +79,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                             "kernel bandwidth in pixels")
     group.add_argument("--patch-size", type=_count(1, odd=True), metavar="P",
                        help="nlm: odd side of the patches (default 7; 5 for volumes); "
-                            "nlbayes: of the patches (default 5; 7 above sigma 30 of 255)")
+                            "nlbayes: of the stage-1 patches (default 5; 7 above sigma 30 of 255)")
     group.add_argument("--search-radius", type=_count(0), metavar="R",
                        help="nlm: half-side of the search window (default 7; 3 for volumes); "
                             "nlbayes: of the window of candidate patches (default 10)")
@@ -102,10 +102,11 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                        help="nlbayes: patches per group in stage 1 (default 60; 90 above "
                             "sigma 30 of 255)")
     group.add_argument("--k2", type=_count(1), metavar="K",
-                       help="nlbayes: patches per group in stage 2 (default 30; 60 above "
-                            "sigma 30 of 255)")
+                       help="nlbayes: patches per group in stage 2 (default 30; 60 from sigma "
+                            "15, 90 above 30, of 255)")
     group.add_argument("--step", type=_count(1), metavar="S",
-                       help="nlbayes: spacing of the reference patches (default 3)")
+                       help="nlbayes: spacing of the reference patches (default 3; 4 above "
+                            "sigma 30 of 255)")
     parser.add_argument("--volume", action="store_true",
                         help="a multi-page TIFF is one 3-D volume (nlm and bilateral filter "
                              "in 3-D); default: its pages are filtered one by one")

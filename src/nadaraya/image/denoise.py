@@ -95,10 +95,15 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
         # (see steering_kernel_regression)
         return {"sigma": sigma}
     if method == "nlbayes":
-        # larger patches and groups at high noise (Lebrun, Buades and Morel 2013)
+        # larger patches and groups as the noise grows (Lebrun, Buades and Morel 2013);
+        # sizes chosen on 128 x 128 crops of camera and astronaut
+        # (benchmarks/bench_denoiser.py --crop 128 --images camera astronaut)
+        if s255 <= 15.0:
+            return {"sigma": sigma, "patch_size": 5, "k1": 60, "k2": 30, "step": 3}
         if s255 <= 30.0:
-            return {"sigma": sigma, "patch_size": 5, "k1": 60, "k2": 30}
-        return {"sigma": sigma, "patch_size": 7, "k1": 90, "k2": 60}
+            return {"sigma": sigma, "patch_size": 5, "patch_size2": 7, "k1": 60, "k2": 60,
+                    "step": 3}
+        return {"sigma": sigma, "patch_size": 7, "k1": 90, "k2": 90, "step": 4}
     raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
 
 
