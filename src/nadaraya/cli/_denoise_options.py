@@ -24,8 +24,8 @@ PROGRESS_PIXELS = 1 << 20
 # option dest -> (parameter name, methods taking it)
 _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "h": ("h", ("nlm", "kr", "skr")),
-    "patch_size": ("patch_size", ("nlm",)),
-    "search_radius": ("search_radius", ("nlm",)),
+    "patch_size": ("patch_size", ("nlm", "nlbayes")),
+    "search_radius": ("search_radius", ("nlm", "nlbayes")),
     "patch_kind": ("patch_kind", ("nlm",)),
     "sigma_color": ("sigma_color", ("bilateral",)),
     "sigma_spatial": ("sigma_spatial", ("bilateral",)),
@@ -33,6 +33,9 @@ _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "order": ("order", ("kr", "skr")),
     "iterations": ("iterations", ("skr",)),
     "pilot": ("pilot", ("skr",)),
+    "k1": ("k1", ("nlbayes",)),
+    "k2": ("k2", ("nlbayes",)),
+    "step": ("step", ("nlbayes",)),
 }
 
 
@@ -50,9 +53,11 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                        help="nlm: cut-off patch distance in the image's units; kr, skr: "
                             "kernel bandwidth in pixels")
     group.add_argument("--patch-size", type=count(1, _LARGEST, odd=True), metavar="P",
-                       help="nlm: odd side of the patches (default 7; 5 for volumes)")
+                       help="nlm: odd side of the patches (default 7; 5 for volumes); "
+                            "nlbayes: of the stage-1 patches (default 5; 7 above sigma 30 of 255)")
     group.add_argument("--search-radius", type=count(0, _LARGEST), metavar="R",
-                       help="nlm: half-side of the search window (default 7; 3 for volumes)")
+                       help="nlm: half-side of the search window (default 7; 3 for volumes); "
+                            "nlbayes: of the window of candidate patches (default 10)")
     group.add_argument("--patch-kind", choices=("gaussian", "box"),
                        help="nlm: patch weights (default gaussian)")
     group.add_argument("--sigma-color", type=positive, metavar="S",
@@ -68,6 +73,15 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                        help="skr: steering iterations (default 1)")
     group.add_argument("--pilot", choices=("nlm", "image"),
                        help="skr: where the first gradients come from (default nlm)")
+    group.add_argument("--k1", type=count(1, _LARGEST), metavar="K",
+                       help="nlbayes: patches per group in stage 1 (default 60; 90 above "
+                            "sigma 30 of 255)")
+    group.add_argument("--k2", type=count(1, _LARGEST), metavar="K",
+                       help="nlbayes: patches per group in stage 2 (default 30; 60 from sigma "
+                            "15, 90 above 30, of 255)")
+    group.add_argument("--step", type=count(1, _LARGEST), metavar="S",
+                       help="nlbayes: spacing of the reference patches (default 3; 4 above "
+                            "sigma 30 of 255)")
     parser.add_argument("--volume", action="store_true",
                         help="a multi-page TIFF is one 3-D volume (nlm and bilateral filter "
                              "in 3-D); default: its pages are filtered one by one")

@@ -62,9 +62,10 @@ FIGURES = ("--compare",)
 #: What to change when the job does not fit in memory.
 MEMORY_HINT = "give a smaller image (crop or split IN)"
 
-_METHODS = ("nlm", "bilateral", "skr", "kr")
+_METHODS = ("nlm", "bilateral", "skr", "kr", "nlbayes")
 _NAMES = {"nlm": "non-local means", "bilateral": "bilateral filter",
-          "skr": "steering kernel regression", "kr": "classic kernel regression"}
+          "skr": "steering kernel regression", "kr": "classic kernel regression",
+          "nlbayes": "non-local Bayes"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "('-': standard output, in the input's format)")
     parser.add_argument("--method", choices=_METHODS, default="nlm",
                         help="nlm (non-local means, default), bilateral, skr (steering kernel "
-                             "regression) or kr (classic kernel regression)")
+                             "regression), kr (classic kernel regression) or nlbayes "
+                             "(non-local Bayes)")
     parser.add_argument("--sigma", type=positive, metavar="S",
                         help="noise standard deviation in the image's units (0-255 for 8-bit "
                              "files); estimated from the image when not given")
@@ -199,7 +201,7 @@ def _parameters(args: argparse.Namespace, sigma: float, data_range: float,
     if args.volume and args.method == "nlm":
         params.update(VOLUME_NLM)
     params.update(overrides)
-    if args.method == "skr":
+    if args.method in ("skr", "nlbayes"):
         params.pop("sigma")  # the noise level, printed beside
     return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                      for k, v in params.items())

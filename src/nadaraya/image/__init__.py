@@ -11,6 +11,8 @@ over augmented vectors ``t = [position; pixel value or patch]``, with its own
   regressor fits with and an attention module trains;
 * :func:`non_local_means`: ``Q_x = 0``, ``Q_y`` = patch weights / ``h^2``;
 * :func:`steering_kernel_regression`: ``Q_x = C_j / (2 h^2)`` from local gradients;
+* :func:`nl_bayes`: non-local Bayes, Wiener estimates over groups of the
+  ``k`` nearest patches (the k-nearest mask on non-local means' patch distance);
 * :func:`reconstruct`: kernel regression from scattered samples;
 * :func:`denoise`: any of them with parameters set from the noise level,
   estimated by :func:`estimate_noise` when not given.
@@ -42,6 +44,7 @@ from .bilateral import bilateral
 from .denoise import denoise
 from .kernel_filter import kernel_filter
 from .metrics import psnr
+from .nlbayes import nl_bayes
 from .nlm import non_local_means
 from .noise import estimate_noise
 from .reconstruct import reconstruct
@@ -54,6 +57,7 @@ __all__ = [
     "estimate_noise",
     "kernel_filter",
     "kernel_regression",
+    "nl_bayes",
     "non_local_means",
     "psnr",
     "reconstruct",

@@ -12,7 +12,7 @@ from ._layout import apply_layout, needs_layout
 
 __all__ = ["METHODS", "VOLUME_NLM", "check_sigma", "denoise", "recipe"]
 
-METHODS = ("nlm", "bilateral", "skr", "kr")
+METHODS = ("nlm", "bilateral", "skr", "kr", "nlbayes")
 
 #: The filters square the noise level (and divide by the square): it must stay
 #: well inside float64's normal range.
@@ -65,7 +65,7 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
 
     Parameters
     ----------
-    method : {"nlm", "bilateral", "skr", "kr"}
+    method : {"nlm", "bilateral", "skr", "kr", "nlbayes"}
     sigma : float
         Noise standard deviation, in the image's units.
     data_range : float, default 255.0
@@ -94,6 +94,16 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
         # a non-local means pilot, h and range_sigma from the noise level
         # (see steering_kernel_regression)
         return {"sigma": sigma}
+    if method == "nlbayes":
+        # larger patches and groups as the noise grows (Lebrun, Buades and Morel 2013);
+        # sizes chosen on 128 x 128 crops of camera and astronaut
+        # (benchmarks/bench_denoiser.py --crop 128 --images camera astronaut)
+        if s255 <= 15.0:
+            return {"sigma": sigma, "patch_size": 5, "k1": 60, "k2": 30, "step": 3}
+        if s255 <= 30.0:
+            return {"sigma": sigma, "patch_size": 5, "patch_size2": 7, "k1": 60, "k2": 60,
+                    "step": 3}
+        return {"sigma": sigma, "patch_size": 7, "k1": 90, "k2": 90, "step": 4}
     raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
 
 
@@ -135,9 +145,9 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
     image : array-like, torch.Tensor or dask array
         Of shape (height, width) or (height, width, channels), uint8 or float;
         a dask array gives a dask array, lazily (see :mod:`nadaraya.image`).
-    method : {"nlm", "bilateral", "skr", "kr"}, default "nlm"
-        Non-local means, bilateral filter, steering kernel regression or
-        classic kernel regression.
+    method : {"nlm", "bilateral", "skr", "kr", "nlbayes"}, default "nlm"
+        Non-local means, bilateral filter, steering kernel regression,
+        classic kernel regression or non-local Bayes (:func:`nl_bayes`).
     sigma : float, optional
         Noise standard deviation in the image's units; estimated with
         :func:`estimate_noise` when not given.
@@ -162,7 +172,13 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
     ndarray or torch.Tensor
         Same shape, dtype and range as ``image``.
     """
-    from . import bilateral, kernel_regression, non_local_means, steering_kernel_regression
+    from . import (
+        bilateral,
+        kernel_regression,
+        nl_bayes,
+        non_local_means,
+        steering_kernel_regression,
+    )
     from .noise import estimate_noise
 
     if method not in METHODS:
@@ -199,5 +215,6 @@ def denoise(image: Any, method: str = "nlm", sigma: float | None = None, *,
         params["data_range"] = full
     params.update(overrides)
     function = {"nlm": non_local_means, "bilateral": bilateral,
-                "skr": steering_kernel_regression, "kr": kernel_regression}[method]
+                "skr": steering_kernel_regression, "kr": kernel_regression,
+                "nlbayes": nl_bayes}[method]
     return function(image, **params)

@@ -1,0 +1,246 @@
+"""Non-local Bayes (Lebrun, Buades and Morel 2013): Wiener estimates over groups of patches.
+
+Each reference patch (on a grid of step ``step``) is compared with every patch
+whose top-left corner lies in its search window; the ``k`` nearest (mean
+squared difference, the non-local means kernel's distance, i.e. the
+k-nearest mask over patch vectors) form its group. The group's empirical mean
+``m`` and covariance ``C`` give a linear minimum-mean-squared-error estimate of
+every patch of the group,
+
+    stage 1:  P_hat = m + (P - m) (C - beta sigma^2 I)_+ C^+      (C of the noisy group)
+    stage 2:  P_hat = m + (P - m) C_b (C_b + sigma^2 I)^-1         (C_b of the pilot's group)
+
+(the matrix functions taken on the eigenvalues, the positive part keeping
+stage 1 a shrinkage), and the estimates of overlapping patches are averaged
+pixel by pixel. Stage 2 groups the patches of the stage-1 result (the pilot,
+or oracle) and takes its covariance from them. A group whose noisy values vary
+less than ``flat * sigma`` (a flat area) is replaced by its mean in stage 1.
+Colour images are moved to an orthonormal opponent basis (luminance and two
+differences, so the noise keeps its ``sigma``), grouped on all channels
+jointly and estimated channel by channel, as NL-Bayes does in YUV.
+
+The search is vectorized over a chunk of reference patches at a time; the
+chunk is sized so its distance and group tensors stay within the
+working-memory budget (:func:`nadaraya.config_context`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .._config import block_elements
+from .._errors import NadarayaError
+from ._io import as_image, check_positive
+from ._layout import apply_layout, needs_layout
+
+__all__ = ["nl_bayes", "nl_bayes_stage"]
+
+# Numbers per reference patch and search offset in one chunk (distances, their patch
+# differences over the patch's values), and per group member (indices, patches, estimates).
+_GROUP_BUFFERS = 6
+
+
+def _opponent(c: int, like: torch.Tensor) -> torch.Tensor | None:
+    """Orthonormal opponent basis for 3 channels (rows: luminance, R-B, R-2G+B)."""
+    if c != 3:
+        return None
+    return torch.tensor([[1 / math.sqrt(3)] * 3,
+                         [1 / math.sqrt(2), 0.0, -1 / math.sqrt(2)],
+                         [1 / math.sqrt(6), -2 / math.sqrt(6), 1 / math.sqrt(6)]],
+                        dtype=like.dtype, device=like.device)
+
+
+def _starts(size: int, patch: int, step: int) -> torch.Tensor:
+    """Reference top-left coordinates along one axis: every ``step``-th, and the last."""
+    last = size - patch
+    out = list(range(0, last + 1, step))
+    if out[-1] != last:
+        out.append(last)
+    return torch.tensor(out, dtype=torch.long)
+
+
+def _filter_matrix(cov: torch.Tensor, sigma2: float, stage: int, beta: float) -> torch.Tensor:
+    """``V f(L) V^T`` for the eigenvalues ``L`` of ``cov`` ``(..., n, n)``."""
+    lam, vec = torch.linalg.eigh(cov)
+    lam = lam.clamp(min=0)
+    if stage == 1:
+        f = torch.where(lam > 0, (lam - beta * sigma2).clamp(min=0) / lam.clamp(min=1e-300),
+                        torch.zeros_like(lam))
+    else:
+        f = lam / (lam + sigma2)
+    return (vec * f[..., None, :]) @ vec.transpose(-1, -2)
+
+
+def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, stage: int,
+                   patch_size: int, search_radius: int, k: int, step: int,
+                   beta: float = 1.0, flat: float = 0.0) -> torch.Tensor:
+    """One NL-Bayes stage on ``(c, H, W)`` tensors; returns the ``(c, H, W)`` estimate.
+
+    ``pilot`` is what the groups are searched on (the noisy image itself in
+    stage 1, the stage-1 result in stage 2); ``noisy`` is what is estimated.
+    ``k`` is clipped to the smallest number of candidates any reference has.
+    """
+    c, height, width = noisy.shape
+    p = patch_size
+    n = p * p
+    rows, cols = _starts(height, p, step), _starts(width, p, step)
+    reach_r, reach_c = min(search_radius, height - p), min(search_radius, width - p)
+    k = min(k, (reach_r + 1) * (reach_c + 1))
+    dy, dx = torch.meshgrid(torch.arange(-search_radius, search_radius + 1),
+                            torch.arange(-search_radius, search_radius + 1), indexing="ij")
+    dy, dx = dy.flatten(), dx.flatten()
+    n_off = dy.numel()
+    device = noisy.device
+    pcols = width - p + 1
+    # every patch as a row: (positions, c, n), position = top-left row * pcols + column
+    unfold = torch.nn.functional.unfold
+    guide = unfold(pilot[None], p)[0].reshape(c, n, -1).permute(2, 0, 1)
+    values = unfold(noisy[None], p)[0].reshape(c, n, -1).permute(2, 0, 1)
+    num = torch.zeros(c, height * width, dtype=noisy.dtype, device=device)
+    den = torch.zeros(height * width, dtype=noisy.dtype, device=device)
+    u, v = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
+    inner = (u * width + v).flatten().to(device)  # pixel offsets of a patch's pixels
+    sigma2 = float(sigma) ** 2
+    per_ref = max(n_off * c * n, k * c * n * 4 + c * n * n * 3)
+    chunk = max(1, block_elements(noisy.element_size(), _GROUP_BUFFERS) // per_ref)
+    ri, ci = torch.meshgrid(rows, cols, indexing="ij")
+    ri, ci = ri.flatten(), ci.flatten()
+    for s in range(0, ri.numel(), chunk):
+        r0, c0 = ri[s:s + chunk], ci[s:s + chunk]
+        cr, cc = r0[:, None] + dy, c0[:, None] + dx  # (m, n_off)
+        valid = (cr >= 0) & (cr <= height - p) & (cc >= 0) & (cc <= width - p)
+        cand = (cr.clamp(0, height - p) * pcols + cc.clamp(0, width - p)).to(device)
+        ref = guide[(r0 * pcols + c0).to(device)]  # (m, c, n)
+        dist = ((guide[cand] - ref[:, None]) ** 2).sum((-1, -2))
+        dist = dist.masked_fill(~valid.to(device), math.inf)
+        near = dist.topk(k, dim=1, largest=False).indices
+        members = torch.gather(cand, 1, near)  # (m, k)
+        group = values[members]  # (m, k, c, n)
+        mean = group.mean(1, keepdim=True)
+        centred = group - mean
+        if stage == 1:
+            basis = centred
+        else:
+            pg = guide[members]
+            basis = pg - pg.mean(1, keepdim=True)
+        b = basis.permute(0, 2, 1, 3)  # (m, c, k, n)
+        cov = b.transpose(-1, -2) @ b / max(k - 1, 1)
+        filt = _filter_matrix(cov, sigma2, stage, beta)
+        est = (centred.permute(0, 2, 1, 3) @ filt).permute(0, 2, 1, 3) + mean
+        if stage == 1 and flat > 0:
+            spread = group.permute(0, 2, 1, 3).reshape(len(r0), c, -1).var(-1, unbiased=False)
+            level = group.mean((1, 3))  # (m, c)
+            is_flat = (spread <= (flat * flat) * sigma2)[:, None, :, None]
+            est = torch.where(is_flat, level[:, None, :, None].expand_as(est), est)
+        mr, mc = members // pcols, members % pcols
+        pix = ((mr * width + mc)[..., None] + inner).reshape(-1)  # (m * k * n,)
+        num.index_add_(1, pix, est.permute(2, 0, 1, 3).reshape(c, -1))
+        den.index_add_(0, pix, torch.ones_like(pix, dtype=noisy.dtype))
+    return (num / den).reshape(c, height, width)
+
+
+def _count(value: Any, name: str, least: int, odd: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least or (
+            odd and value % 2 == 0):
+        kind = "an odd integer" if odd else "an integer"
+        raise NadarayaError(f"{name} must be {kind} >= {least}; got {value!r}.")
+    return int(value)
+
+
+def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: int = 10,
+             k1: int = 60, k2: int = 30, step: int = 3, patch_size2: int | None = None,
+             beta: float = 1.0, flat: float = 1.05, channel_axis: int | None = -1,
+             batch_axis: int | None = None) -> Any:
+    """Denoise with non-local Bayes: two stages of Wiener estimates over patch groups.
+
+    Lebrun, Buades and Morel, "A Nonlocal Bayesian Image Denoising
+    Algorithm", SIAM J. Imaging Sciences 6(3), 2013 (and "Implementation of
+    the Non-Local Bayes image denoising algorithm", IPOL 2013). Each group is
+    the ``k`` nearest patches, in mean squared difference, of a reference
+    patch within its search window: the k-nearest mask on the non-local means
+    kernel's patch vectors. See :mod:`nadaraya.image.nlbayes` for the
+    estimates.
+
+    Parameters
+    ----------
+    image : array-like or torch.Tensor
+        Of shape (height, width) or (height, width, channels), uint8 or float;
+        a torch tensor stays on its device.
+    sigma : float
+        Noise standard deviation in the image's units.
+    patch_size : int, default 5
+        Odd side of the square patches of stage 1.
+    search_radius : int, default 10
+        Half-side of the square window of candidate top-left corners.
+    k1, k2 : int, default 60 and 30
+        Group sizes of stage 1 and stage 2.
+    step : int, default 3
+        Spacing of the reference patches (the last row and column are always
+        references, so every pixel is estimated).
+    patch_size2 : int, optional
+        Odd side of the patches of stage 2; default ``patch_size``.
+    beta : float, default 1.0
+        Stage 1 subtracts ``beta * sigma^2`` from the covariance's eigenvalues.
+    flat : float, default 1.05
+        Stage-1 groups whose values' standard deviation is at most
+        ``flat * sigma`` are set to their mean; 0 turns it off.
+    channel_axis : int or None, default -1
+        The axis of the channels; a 2-D image is gray whatever it says.
+        Three channels are filtered in an opponent colour basis.
+    batch_axis : int, optional
+        An axis of independent images, each filtered on its own.
+
+    Returns
+    -------
+    ndarray or torch.Tensor
+        Same shape, dtype and range as ``image``.
+
+    Raises
+    ------
+    NadarayaError
+        ``sigma`` not a finite number > 0, a bad count or patch size, or an
+        image smaller than a patch.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nadaraya.image.nlbayes import nl_bayes
+    >>> rng = np.random.default_rng(0)
+    >>> clean = np.tile(np.linspace(0, 1, 32), (32, 1))
+    >>> noisy = clean + 0.1 * rng.standard_normal(clean.shape)
+    >>> out = nl_bayes(noisy, 0.1, search_radius=4)
+    >>> bool(np.abs(out - clean).mean() < np.abs(noisy - clean).mean() / 2)
+    True
+    """
+    sigma = check_positive(sigma, "sigma", "Pass the noise standard deviation.")
+    p1 = _count(patch_size, "patch_size", 1, odd=True)
+    p2 = p1 if patch_size2 is None else _count(patch_size2, "patch_size2", 1, odd=True)
+    radius = _count(search_radius, "search_radius", 0)
+    k1, k2 = _count(k1, "k1", 1), _count(k2, "k2", 1)
+    step = _count(step, "step", 1)
+    beta = check_positive(beta, "beta", "Pass e.g. 1.0.")
+    if not (isinstance(flat, int | float) and math.isfinite(flat) and flat >= 0):
+        raise NadarayaError(f"flat must be a finite number >= 0; got {flat!r}. Pass 0 to "
+                            "turn the flat-area rule off.")
+    if needs_layout(image, channel_axis, batch_axis):
+        return apply_layout(image, channel_axis, batch_axis, lambda x: nl_bayes(
+            x, sigma, patch_size=p1, search_radius=radius, k1=k1, k2=k2, step=step,
+            patch_size2=p2, beta=beta, flat=flat), what="non-local Bayes")
+    img = as_image(image)
+    if max(p1, p2) > min(img.shape):
+        raise NadarayaError(f"patch_size {max(p1, p2)} is larger than the image {img.shape}; "
+                            f"use patches of at most {min(img.shape)} pixels a side.")
+    data = img.data
+    basis = _opponent(img.channels, data)
+    if basis is not None:
+        data = torch.einsum("ij,jhw->ihw", basis, data)
+    basic = nl_bayes_stage(data, data, sigma, stage=1, patch_size=p1, search_radius=radius,
+                           k=k1, step=step, beta=beta, flat=flat)
+    out = nl_bayes_stage(data, basic, sigma, stage=2, patch_size=p2, search_radius=radius,
+                         k=k2, step=step)
+    if basis is not None:
+        out = torch.einsum("ji,jhw->ihw", basis, out)
+    return img.back(out)

@@ -1,0 +1,197 @@
+"""Non-local Bayes against a naive per-reference-patch loop written here with NumPy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from nadaraya._errors import NadarayaError
+from nadaraya.image import denoise, nl_bayes, non_local_means
+from nadaraya.image.denoise import METHODS, recipe
+
+
+def _starts(size: int, p: int, step: int) -> list[int]:
+    out = list(range(0, size - p + 1, step))
+    return out if out[-1] == size - p else [*out, size - p]
+
+
+def _matrix_function(cov: np.ndarray, f) -> np.ndarray:
+    lam, vec = np.linalg.eigh(cov)
+    lam = np.maximum(lam, 0.0)
+    return vec @ np.diag([f(x) for x in lam]) @ vec.T
+
+
+def _stage(noisy: np.ndarray, pilot: np.ndarray, sigma: float, stage: int, p: int, radius: int,
+           k: int, step: int, beta: float = 1.0, flat: float = 0.0) -> np.ndarray:
+    """One stage on (H, W, c) arrays, one reference patch at a time."""
+    height, width, c = noisy.shape
+    k = min(k, (min(radius, height - p) + 1) * (min(radius, width - p) + 1))
+    num = np.zeros_like(noisy)
+    den = np.zeros((height, width))
+    s2 = sigma * sigma
+
+    def patch(img: np.ndarray, r: int, q: int) -> np.ndarray:  # (c, p * p)
+        return img[r:r + p, q:q + p].transpose(2, 0, 1).reshape(c, -1)
+
+    for i in _starts(height, p, step):
+        for j in _starts(width, p, step):
+            ref = patch(pilot, i, j)
+            cands = []
+            for r in range(max(0, i - radius), min(height - p, i + radius) + 1):
+                for q in range(max(0, j - radius), min(width - p, j + radius) + 1):
+                    cands.append((float(((patch(pilot, r, q) - ref) ** 2).sum()), r, q))
+            cands.sort()
+            members = [(r, q) for _, r, q in cands[:k]]
+            group = np.stack([patch(noisy, r, q) for r, q in members])  # (k, c, n)
+            guide = np.stack([patch(pilot, r, q) for r, q in members])
+            est = np.empty_like(group)
+            for ch in range(c):
+                g = group[:, ch]
+                m = g.mean(0)
+                if stage == 1:
+                    cov = (g - m).T @ (g - m) / max(k - 1, 1)
+                    filt = _matrix_function(cov, lambda x: max(x - beta * s2, 0) / x if x > 0
+                                            else 0.0)
+                else:
+                    b = guide[:, ch] - guide[:, ch].mean(0)
+                    filt = _matrix_function(b.T @ b / max(k - 1, 1), lambda x: x / (x + s2))
+                est[:, ch] = m + (g - m) @ filt
+                if stage == 1 and flat > 0 and g.var() <= flat * flat * s2:
+                    est[:, ch] = g.mean()
+            for (r, q), e in zip(members, est, strict=True):
+                num[r:r + p, q:q + p] += e.reshape(c, p, p).transpose(1, 2, 0)
+                den[r:r + p, q:q + p] += 1
+    return num / den[..., None]
+
+
+def _naive(noisy: np.ndarray, sigma: float, p: int, radius: int, k1: int, k2: int,
+           step: int, flat: float) -> np.ndarray:
+    x = noisy[..., None] if noisy.ndim == 2 else noisy
+    basic = _stage(x, x, sigma, 1, p, radius, k1, step, flat=flat)
+    out = _stage(x, basic, sigma, 2, p, radius, k2, step)
+    return out[..., 0] if noisy.ndim == 2 else out
+
+
+def _noisy(shape: tuple[int, ...], sigma: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[: shape[0], : shape[1]]
+    clean = 0.5 + 0.3 * np.sin(xx / 3.0) * (yy > shape[0] // 2)
+    if len(shape) == 3:
+        clean = np.stack([clean * (0.6 + 0.2 * ch) for ch in range(shape[2])], -1)
+    return clean, clean + sigma * rng.standard_normal(shape)
+
+
+@pytest.mark.parametrize(("p", "radius", "k1", "k2", "step", "flat"), [
+    (3, 3, 12, 8, 2, 0.0), (5, 4, 20, 10, 3, 1.05), (3, 2, 40, 40, 1, 0.0)])
+def test_equals_naive_loop_gray(p, radius, k1, k2, step, flat):
+    _, noisy = _noisy((20, 22), 0.1)
+    got = nl_bayes(noisy, 0.1, patch_size=p, search_radius=radius, k1=k1, k2=k2, step=step,
+                   flat=flat)
+    want = _naive(noisy, 0.1, p, radius, k1, k2, step, flat)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+
+
+def test_equals_naive_loop_colour_in_opponent_basis():
+    _, noisy = _noisy((16, 18, 3), 0.1, seed=1)
+    s3, s2, s6 = math.sqrt(3), math.sqrt(2), math.sqrt(6)
+    basis = np.array([[1 / s3] * 3, [1 / s2, 0, -1 / s2], [1 / s6, -2 / s6, 1 / s6]])
+    want = _naive(noisy @ basis.T, 0.1, 3, 3, 15, 10, 2, 1.05) @ basis
+    got = nl_bayes(noisy, 0.1, patch_size=3, search_radius=3, k1=15, k2=10, step=2)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+    two = noisy[..., :2]  # other channel counts: joint grouping, no basis change
+    np.testing.assert_allclose(nl_bayes(two, 0.1, patch_size=3, search_radius=2, k1=9, k2=6),
+                               _naive(two, 0.1, 3, 2, 9, 6, 3, 1.05), rtol=0, atol=1e-10)
+
+
+def test_equals_naive_under_a_small_working_memory():
+    from nadaraya import config_context
+
+    _, noisy = _noisy((18, 18), 0.2, seed=2)
+    with config_context(working_memory=0.05):
+        got = nl_bayes(noisy, 0.2, patch_size=3, search_radius=3, k1=10, k2=6, step=2)
+    np.testing.assert_allclose(got, _naive(noisy, 0.2, 3, 3, 10, 6, 2, 1.05), atol=1e-10)
+
+
+def test_dtype_range_and_kinds_round_trip():
+    clean, noisy = _noisy((32, 32), 0.08, seed=3)
+    u8 = np.clip(noisy * 255, 0, 255).astype(np.uint8)
+    out = nl_bayes(u8, 0.08 * 255, search_radius=4)
+    assert out.dtype == np.uint8 and out.shape == u8.shape
+    f32 = nl_bayes(noisy.astype(np.float32), 0.08, search_radius=4)
+    assert f32.dtype == np.float32
+    t = nl_bayes(torch.from_numpy(noisy), 0.08, search_radius=4)
+    assert isinstance(t, torch.Tensor) and t.dtype == torch.float64
+    np.testing.assert_allclose(t.numpy(), nl_bayes(noisy, 0.08, search_radius=4), atol=1e-12)
+    assert np.abs(f32 - clean).mean() < np.abs(noisy - clean).mean() / 2
+
+
+def test_batch_axis_filters_each_image():
+    _, a = _noisy((20, 20), 0.1, seed=4)
+    _, b = _noisy((20, 20), 0.1, seed=5)
+    got = nl_bayes(np.stack([a, b]), 0.1, search_radius=3, channel_axis=None, batch_axis=0)
+    np.testing.assert_allclose(got[1], nl_bayes(b, 0.1, search_radius=3), atol=1e-12)
+
+
+def test_constant_image_is_unchanged():
+    img = np.full((20, 20), 0.3)
+    np.testing.assert_allclose(nl_bayes(img, 0.1, search_radius=3), img, atol=1e-12)
+    np.testing.assert_allclose(nl_bayes(img, 0.1, search_radius=3, flat=0), img, atol=1e-12)
+
+
+def test_image_the_size_of_a_patch_and_one_pixel_patches():
+    _, noisy = _noisy((5, 7), 0.1)
+    out = nl_bayes(noisy, 0.1, patch_size=5, search_radius=3)
+    assert out.shape == noisy.shape and np.isfinite(out).all()
+    np.testing.assert_allclose(out, _naive(noisy, 0.1, 5, 3, 60, 30, 3, 1.05), atol=1e-10)
+    one = nl_bayes(noisy, 0.1, patch_size=1, search_radius=1, k1=4, k2=4, step=1)
+    np.testing.assert_allclose(one, _naive(noisy, 0.1, 1, 1, 4, 4, 1, 1.05), atol=1e-10)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"sigma": 0.0}, "sigma"), ({"sigma": -1.0}, "sigma"), ({"sigma": math.nan}, "sigma"),
+    ({"sigma": math.inf}, "sigma"), ({"patch_size": 4}, "patch_size"),
+    ({"patch_size": 0}, "patch_size"), ({"patch_size2": 2}, "patch_size2"),
+    ({"search_radius": -1}, "search_radius"), ({"k1": 0}, "k1"), ({"k2": 1.5}, "k2"),
+    ({"step": 0}, "step"), ({"step": True}, "step"), ({"beta": 0}, "beta"),
+    ({"flat": -1.0}, "flat"), ({"flat": math.nan}, "flat"), ({"patch_size": 25}, "larger")])
+def test_bad_parameters_are_refused(kwargs, match):
+    _, noisy = _noisy((20, 20), 0.1)
+    params = {"sigma": 0.1, **kwargs}
+    with pytest.raises(NadarayaError, match=match):
+        nl_bayes(noisy, **params)
+
+
+def test_hostile_images_are_refused():
+    with pytest.raises(NadarayaError):
+        nl_bayes(np.array([[0.1, np.nan], [0.2, 0.3]]), 0.1, patch_size=1)
+    with pytest.raises(NadarayaError):
+        nl_bayes(np.zeros((0, 4)), 0.1)
+    with pytest.raises(NadarayaError, match="larger"):
+        nl_bayes(np.zeros((3, 40)), 0.1)
+
+
+def test_denoise_method_uses_the_recipe():
+    assert "nlbayes" in METHODS
+    _, noisy = _noisy((24, 24), 0.1)
+    params = recipe("nlbayes", 0.1, 1.0)
+    assert params["patch_size"] == 5 and recipe("nlbayes", 40.0)["patch_size"] == 7
+    want = nl_bayes(noisy, **{**params, "search_radius": 3})
+    got = denoise(noisy, "nlbayes", 0.1, data_range=1.0, search_radius=3)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_beats_non_local_means_on_a_noisy_photo_crop():
+    skimage = pytest.importorskip("skimage")
+    clean = skimage.data.camera()[160:256, 160:256].astype(np.float64)
+    noisy = clean + 25 * np.random.default_rng(7).standard_normal(clean.shape)
+
+    def err(x: np.ndarray) -> float:
+        return float(np.mean((x - clean) ** 2))
+
+    ours = err(denoise(noisy, "nlbayes", 25.0, data_range=255.0))
+    nlm = err(non_local_means(noisy, **recipe("nlm", 25.0)))
+    assert ours < 0.85 * nlm
