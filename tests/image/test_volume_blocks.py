@@ -4,6 +4,11 @@ uncut result bit for bit, and the naive loop's."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -133,3 +138,44 @@ def test_tiled_volumes_equal_the_naive_loop(rng: np.random.Generator) -> None:
     g3 = g[:, None, None] * g[None, :, None] * g[None, None, :]
     np.testing.assert_allclose(nlm, _naive.nlm_volume(vol, 0.3, g3, 1, sigma=0.05),
                                rtol=0, atol=1e-13)
+
+
+_VOLUME_PEAK = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    import numpy as np
+    import nadaraya
+    from nadaraya.image import bilateral, non_local_means, steering_kernel_regression
+
+    def status(field):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+
+    name, side, budget = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    run = {"nlm": lambda x: non_local_means(x, 0.2, 3, 1, sigma=0.1, channel_axis=None),
+           "bilateral": lambda x: bilateral(x, 0.25, 1.0, 1, channel_axis=None),
+           "skr": lambda x: steering_kernel_regression(x, 1.0, sigma=0.1, radius=1, window=1,
+                                                       pilot="image", channel_axis=None)}[name]
+    vol = np.random.default_rng(0).random((side // 4, side, side)).astype(np.float32)
+    with nadaraya.config_context(working_memory=budget):
+        run(vol[:4, :16, :16])
+        Path("/proc/self/clear_refs").write_text("5")
+        before = status("VmRSS")
+        out = run(vol)
+    print(json.dumps({"peak": status("VmHWM") - before, "out": out.nbytes}))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+@pytest.mark.parametrize("name", ["nlm", "bilateral", "skr"])
+def test_volume_peak_memory_follows_the_budget(name: str) -> None:
+    # a 40 x 160 x 160 float32 volume (3.9 MiB) with a 2 MiB budget: the peak above the
+    # baseline, less the output and the float32 copy, stays within twice the budget
+    budget = 2.0
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
+    proc = subprocess.run([sys.executable, "-c", _VOLUME_PEAK, name, "160", str(budget)],
+                          capture_output=True, text=True, env=env, check=True)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["peak"] - 2 * result["out"] <= 2 * budget * 2**20, result
