@@ -38,7 +38,8 @@ class LocalFit:
     value : torch.Tensor of shape (channels, height, width)
         The estimate (the constant term).
     gradient : torch.Tensor of shape (2, channels, height, width) or None
-        ``d value / d row`` and ``d value / d column`` (order >= 1).
+        ``d value / d row`` and ``d value / d column`` (order >= 1); for a
+        volume ``(3, channels, depth, height, width)``, ``d / d depth`` first.
     fallback : torch.Tensor of shape (height, width), bool
         Pixels where the system was ill-posed and a lower degree was fitted.
     mean : torch.Tensor of shape (channels, height, width)
@@ -139,14 +140,14 @@ def _solve(state: SmoothState, p: int, ndim: int, degree: int, limit: float) -> 
     return out, fell, order0
 
 
-def fit_numbers(channels: int, degree: int, extra: int = 0) -> int:
+def fit_numbers(channels: int, degree: int, extra: int = 0, ndim: int = 2) -> int:
     """Temporary numbers per pixel of a region that :func:`local_fit` holds at its peak:
     the scaled and padded values and their window ranges, the engine's state with the
     coefficients solved from it, and ``extra`` per-key arrays of the kernel (e.g. a
-    steering field and its log-weight, 6); a quarter more for the engine's own
-    arrays (checked by benchmarks/bench_peak_memory.py)."""
-    n = len(monomials(2, degree))
-    n_acc = channels * n + len(monomials(2, 2 * degree)) - 1
+    steering field and its log-weight, 6), on ``ndim`` position axes; a quarter more for
+    the engine's own arrays (checked by benchmarks/bench_peak_memory.py)."""
+    n = len(monomials(ndim, degree))
+    n_acc = channels * n + len(monomials(ndim, 2 * degree)) - 1
     wide = 2 if degree else 1  # the state is float64 for fits of degree > 0
     return (5 * (5 * channels + wide * (n_acc + 3) + n * channels + extra) + 3) // 4
 
@@ -210,12 +211,14 @@ def local_fit(values: torch.Tensor, kernel: Any, offsets: torch.Tensor, degree: 
               guide: torch.Tensor | None = None, key_valid: torch.Tensor | None = None,
               key_shift: torch.Tensor | None = None, border: str = "reflect",
               keys_outside: bool = False) -> LocalFit:
-    """Fit a local polynomial of ``degree`` at every pixel of ``values`` ``(c, H, W)``.
+    """Fit a local polynomial of ``degree`` at every pixel of ``values`` ``(c, H, W)``
+    (or every voxel of ``(c, D, H, W)``: the grid's axes are those after the first).
 
     ``guide`` ``(c', H, W)``: the features a value block of the kernel compares
     (default ``values``), as in :func:`~nadaraya.engine.grid.grid_smooth`.
     """
-    c, height, width = values.shape
+    c, *grid = values.shape
+    ndim = len(grid)
     exp = peak_exponent(values) if degree else 0
     if exp and guide is None and kernel.value is not None:
         guide = values
@@ -223,10 +226,10 @@ def local_fit(values: torch.Tensor, kernel: Any, offsets: torch.Tensor, degree: 
                         key_valid=key_valid, key_shift=key_shift, degree=degree, border=border,
                         keys_outside=keys_outside,
                         state_dtype=torch.float64 if degree else values.dtype)
-    coef, bad, order0 = solve_moments(state, c, 2, degree, dtype=values.dtype)
+    coef, bad, order0 = solve_moments(state, c, ndim, degree, dtype=values.dtype)
     del state
     scale_pow2(coef, exp)
     scale_pow2(order0, exp)
-    value = coef[0].view(c, height, width)
-    gradient = coef[1:3].view(2, c, height, width) if degree >= 1 else None
-    return LocalFit(value, gradient, bad.view(height, width), order0.view(c, height, width))
+    value = coef[0].view(c, *grid)
+    gradient = coef[1:1 + ndim].view(ndim, c, *grid) if degree >= 1 else None
+    return LocalFit(value, gradient, bad.view(*grid), order0.view(c, *grid))

@@ -62,7 +62,7 @@ def tracked(filter_block: Callable[[Any], Any]) -> Callable[[Any], Any]:
             result = filter_block(block)
         finally:
             _inside.reset(token)
-        callback((block.rows[1] - block.rows[0]) * (block.cols[1] - block.cols[0]))
+        callback(block.size)
         return result
 
     return run

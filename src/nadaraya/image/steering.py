@@ -286,6 +286,80 @@ def _check(iterations: Any, window: Any, lambda_elongation: Any, lambda_scale: A
         raise NadarayaError(f"alpha must be in [0, 1]; got {alpha!r}.")
 
 
+def _resolve(image: Any, img: Any, dask: bool, h: Any, iterations: Any, sigma: Any, order: Any,
+             radius: Any, window: Any, lambda_elongation: Any, lambda_scale: Any, alpha: Any,
+             initial_h: Any, pilot: Any, range_sigma: Any, data_range: Any
+             ) -> tuple[Any, ...]:
+    """The checked parameters of :func:`steering_kernel_regression` with their defaults:
+    ``h, sigma, range_sigma, initial_h, radius, photometric, to255, structure, full``
+    (``photometric``: ``1 / (2 range_sigma^2)`` or None; ``structure``: the keywords of
+    the steering matrices)."""
+    check_order(order)
+    _check(iterations, window, lambda_elongation, lambda_scale, alpha)
+    full = data_range_dask(img, data_range) if dask else data_range_of(img, data_range)
+    to255 = 255.0 / full
+    is_image = isinstance(pilot, str) and pilot == "image"
+    if range_sigma == "auto":
+        range_sigma = None if is_image else "auto"
+    elif range_sigma is not None:
+        range_sigma = check_positive(range_sigma, "range_sigma",
+                                     "Pass a standard deviation in the image's units or None.")
+    if sigma is None and (h is None or range_sigma == "auto" or
+                          (isinstance(pilot, str) and pilot == "nlm")):
+        from .noise import estimate_noise
+
+        sigma = max(float(estimate_noise(image)), 1e-3 * full)
+    elif sigma is not None:
+        sigma = check_positive(sigma, "sigma", "Pass the noise standard deviation.")
+    if h is None:
+        h = default_h(sigma * to255)
+    h = check_positive(h, "h", "Pass the global smoothing in pixels.")
+    if range_sigma == "auto":
+        range_sigma = default_range(sigma * to255) * sigma
+    if initial_h is None:
+        initial_h = 0.5 if is_image else 1.0
+    initial_h = check_positive(initial_h, "initial_h")
+    if radius is None:
+        radius = default_radius(h, img.data.shape[1:] if not dask else img.shape) + 1
+    if not isinstance(radius, int) or radius < 1:
+        raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
+    # 1 / (2 range_sigma^2), at most the largest float (a range_sigma whose square
+    # underflows weighs any difference of the pilot's values by 0 either way)
+    photometric = None if range_sigma is None else min(0.5 / range_sigma / range_sigma,
+                                                       sys.float_info.max)
+    structure = {"lambda_elongation": lambda_elongation, "lambda_scale": lambda_scale,
+                 "alpha": alpha}
+    return h, sigma, range_sigma, initial_h, radius, photometric, to255, structure, full
+
+
+def _volume(x: Any, h: Any, iterations: Any, sigma: Any, order: Any, radius: Any, window: Any,
+            lambda_elongation: Any, lambda_scale: Any, alpha: Any, initial_h: Any, pilot: Any,
+            range_sigma: Any, data_range: Any) -> Any:
+    """:func:`steering_kernel_regression` of one ``(depth, height, width[, channels])``
+    volume (:mod:`nadaraya.image._steering3d`)."""
+    from ._dask import refuse
+    from ._layout import as_volume
+    from ._steering3d import skr_volume
+
+    if is_dask(x):
+        raise refuse("a volume (3 spatial axes)", "compute it first (volume.compute()), or "
+                     "filter its slices as a batch with batch_axis=0.")
+    vol = as_volume(x)
+    if not isinstance(pilot, str) or pilot not in PILOTS:
+        raise NadarayaError(f"pilot must be one of {', '.join(map(repr, PILOTS))} for a "
+                            f"volume; got {pilot!r}.")
+    # the noise of a volume: its slices stacked into one image
+    stacked = vol.data.reshape(vol.channels, -1, vol.data.shape[-1])
+    noisy = stacked[0] if vol.channels == 1 else stacked.permute(1, 2, 0)
+    h, sigma, _, initial_h, radius, photometric, to255, structure, _ = _resolve(
+        noisy, vol, False, h, iterations, sigma, order, radius, window, lambda_elongation,
+        lambda_scale, alpha, initial_h, pilot, range_sigma, data_range)
+    return skr_volume(vol, h=h, iterations=iterations, sigma=sigma, order=check_order(order),
+                      radius=radius, window=window, structure=structure,
+                      initial_h=initial_h, pilot=pilot, photometric=photometric,
+                      to255=to255)
+
+
 def steering_kernel_regression(
     image: Any, h: float | None = None, iterations: int = 1, *, sigma: float | None = None,
     order: int = 0, radius: int | None = None, window: int = 2, lambda_elongation: float = 1.0,
@@ -386,54 +460,26 @@ def steering_kernel_regression(
             raise NadarayaError("pilot as an array needs the default layout (channels last, "
                                 "no batch_axis); pass pilot='nlm' or 'image', or move the "
                                 "image's axes first.")
+        args = (h, iterations, sigma, order, radius, window, lambda_elongation, lambda_scale,
+                alpha, initial_h, pilot, range_sigma, data_range)
         return apply_layout(image, channel_axis, batch_axis, lambda x: (
             steering_kernel_regression(
                 x, h, iterations, sigma=sigma, order=order, radius=radius, window=window,
                 lambda_elongation=lambda_elongation, lambda_scale=lambda_scale, alpha=alpha,
                 initial_h=initial_h, pilot=pilot, range_sigma=range_sigma,
-                data_range=data_range)), what="steering_kernel_regression")
+                data_range=data_range)), lambda x: _volume(x, *args),
+            what="steering_kernel_regression")
     dask = is_dask(image)
     img: Any = dask_image(image) if dask else as_image(image)
     order = check_order(order)
-    _check(iterations, window, lambda_elongation, lambda_scale, alpha)
-    full = data_range_dask(img, data_range) if dask else data_range_of(img, data_range)
-    to255 = 255.0 / full
-    is_image = isinstance(pilot, str) and pilot == "image"
-    if range_sigma == "auto":
-        range_sigma = None if is_image else "auto"
-    elif range_sigma is not None:
-        range_sigma = check_positive(range_sigma, "range_sigma",
-                                     "Pass a standard deviation in the image's units or None.")
-    if sigma is None and (h is None or range_sigma == "auto" or
-                          (isinstance(pilot, str) and pilot == "nlm")):
-        from .noise import estimate_noise
-
-        sigma = max(float(estimate_noise(image)), 1e-3 * full)
-    elif sigma is not None:
-        sigma = check_positive(sigma, "sigma", "Pass the noise standard deviation.")
-    if h is None:
-        h = default_h(sigma * to255)
-    h = check_positive(h, "h", "Pass the global smoothing in pixels.")
-    if range_sigma == "auto":
-        range_sigma = default_range(sigma * to255) * sigma
-    if initial_h is None:
-        initial_h = 0.5 if is_image else 1.0
-    initial_h = check_positive(initial_h, "initial_h")
-    if radius is None:
-        radius = default_radius(h, img.shape) + 1
-    if not isinstance(radius, int) or radius < 1:
-        raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
+    (h, sigma, range_sigma, initial_h, radius, photometric, to255, structure,
+     full) = _resolve(image, img, dask, h, iterations, sigma, order, radius, window,
+                           lambda_elongation, lambda_scale, alpha, initial_h, pilot,
+                           range_sigma, data_range)
     device = None if dask else img.data.device
     pilot_of, pilot_halo, given = _pilot_stage(img, pilot, sigma, full, dask)
     first_offsets = window_offsets(default_radius(initial_h, img.shape), device=device)
     offsets = window_offsets(radius, 2, device=device)
-    structure = {"window": window, "lambda_elongation": lambda_elongation,
-                 "lambda_scale": lambda_scale, "alpha": alpha,
-                 "dtype": img.compute if dask else img.data.dtype}
-    # 1 / (2 range_sigma^2), at most the largest float (a range_sigma whose square
-    # underflows weighs any difference of the pilot's values by 0 either way)
-    photometric = None if range_sigma is None else min(0.5 / range_sigma / range_sigma,
-                                                       sys.float_info.max)
 
     def region(source: torch.Tensor, block: Block, extras: Sequence[torch.Tensor] = ()
                ) -> torch.Tensor:
@@ -441,7 +487,8 @@ def steering_kernel_regression(
         fit = local_fit(guide, classic_kernel(initial_h), first_offsets, 2)
         for it in range(iterations):
             assert fit.gradient is not None
-            field, log_weight = steering_field(fit.gradient * to255, h, **structure)
+            field, log_weight = steering_field(fit.gradient * to255, h, window, **structure,
+                                               dtype=img.compute if dask else img.data.dtype)
             del fit
             kernel = QuadraticKernel(None, photometric, position_field=field,
                                      key_log_weight=log_weight, ndim=2)

@@ -6,9 +6,9 @@ What image filters and regular series need from it, and all they may use:
   polynomial fits), with the borders in :data:`BORDERS`;
 * :func:`window_offsets`, :func:`pad` and :func:`monomials`, the window, the
   padding and the monomials of the displacement;
-* :func:`run_blocks` and :class:`Block`, an image larger than the working
-  memory cut into blocks with the halo a filter reads (:func:`blocks` lists
-  them);
+* :func:`run_blocks` and :class:`Block`, an image (or a volume, any number
+  of axes) larger than the working memory cut into blocks with the halo a
+  filter reads (:func:`blocks` lists them);
 * :func:`peak_exponent` and :func:`scale_pow2`, exact scaling by powers of
   two that keeps any image's range inside the dtype.
 """
