@@ -21,10 +21,13 @@ from ._loo import CRITERIA
 from ._mixed import LOGIT_BOUND
 from ._search import SearchResult, coordinate_search
 
-__all__ = ["RULES", "DataSummary", "check_bandwidth", "rule_bandwidth", "rule_from",
+__all__ = ["PLUGINS", "RULES", "DataSummary", "check_bandwidth", "rule_bandwidth", "rule_from",
            "search_bandwidth", "summarize", "weighted_spread"]
 
 RULES = ("scott", "silverman")
+#: Plug-in selectors: ``"dpi"``, Ruppert, Sheather and Wand's direct plug-in (``"plug-in"``
+#: is another name for it); see :mod:`._plugin`.
+PLUGINS = ("dpi",)
 
 
 def check_bandwidth(bandwidth: Any, n_features: int | None = None, *,
@@ -38,10 +41,11 @@ def check_bandwidth(bandwidth: Any, n_features: int | None = None, *,
         return None
     if isinstance(bandwidth, str):
         name = bandwidth.lower()
-        if name not in CRITERIA + RULES:
+        name = "dpi" if name == "plug-in" else name
+        if name not in CRITERIA + RULES + PLUGINS:
             raise NadarayaError(
                 f"bandwidth {bandwidth!r} is not known; use a positive number, one per "
-                f"feature, or one of {', '.join(map(repr, CRITERIA + RULES))}."
+                f"feature, or one of {', '.join(map(repr, CRITERIA + RULES + PLUGINS))}."
             )
         return name
     try:
