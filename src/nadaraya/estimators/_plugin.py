@@ -120,8 +120,8 @@ def _local_poly(xc: np.ndarray, yc: np.ndarray, delta: float, h: float, degree: 
     if math.floor(_TAU * h / delta) == 0:
         raise NadarayaError(
             f"bandwidth='dpi': the pilot bandwidth {h:.3g} is below a quarter of the binning "
-            f"grid's spacing {delta:.3g}; the target is (nearly) a polynomial or the data too few for a plug-in "
-            "estimate. Use bandwidth='cv'."
+            f"grid's spacing {delta:.3g}: the target is (nearly) a polynomial, or the data "
+            "too few, for a plug-in estimate. Use bandwidth='cv'."
         )
     p = degree + 1
     s = _moments(xc, delta, h, 2 * p - 1)
