@@ -153,9 +153,15 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
 
     The start is ``1.06 sd n^(-1/(d+4))`` per feature (weighted sd, ``n`` the
     total weight); each ``log h`` stays between a quarter of the smallest gap
-    between the feature's values and 100 times its range. A constant feature
-    gets an infinite bandwidth (it carries no information). ``scale`` is the
-    size of the criterion's values (the target's variance, say).
+    between the feature's values and 100 times its range, and the upper end
+    stands for ``h = inf``: the criterion is evaluated with the feature
+    smoothed out there (for local linear fits, a global linear term in it),
+    and a bandwidth the search leaves there is returned as ``inf`` (Hall, Li
+    and Racine 2007). A constant feature gets an infinite bandwidth (it
+    carries no information). ``scale`` is the size of the criterion's values
+    (the target's variance, say). The search scans the bandwidths coarsely
+    before its local searches (:mod:`._scan`), so that it does not stop in a
+    local minimum near the start.
 
     With at least as many (non-constant) features as the total weight ``n``,
     the data cannot fix one bandwidth per feature: the search is then on one
@@ -265,8 +271,12 @@ def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
     size = scale if 0 < scale < math.inf else 1.0
     quantum = 10.0 ** math.floor(math.log10(RESOLUTION * size))
 
+    def smoothed(h: np.ndarray) -> np.ndarray:
+        """Continuous features on their upper bound, where the search means ``h = inf``."""
+        return ~discrete & (h >= upper * (1.0 - 1e-12))
+
     def full(h: np.ndarray) -> float:
-        value = objective(np.where(active, h, np.inf))
+        value = objective(np.where(active & ~smoothed(h), h, np.inf))
         steps = value / quantum
         return round(steps) * quantum if math.isfinite(steps) else value
 
@@ -295,7 +305,7 @@ def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
                 result.at_bound = sorted(set(result.at_bound) | {int(f)})
     result.smoothed_out = sorted(int(f) for f in np.flatnonzero(
         ~active | (result.bandwidth >= upper * (1.0 - 1e-12))))
-    result.bandwidth = np.where(active, result.bandwidth, np.inf)
+    result.bandwidth = np.where(active & ~smoothed(result.bandwidth), result.bandwidth, np.inf)
     for i, (h, value, f) in enumerate(result.history):
-        result.history[i] = (np.where(active, h, np.inf), value, f)
+        result.history[i] = (np.where(active & ~smoothed(h), h, np.inf), value, f)
     return result

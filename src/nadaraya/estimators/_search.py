@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._progress import report
+from ._scan import grid_minima, newton_polish, scan_points
 
 __all__ = ["SearchResult", "brent", "coordinate_search", "minimize_log"]
 
@@ -347,12 +348,14 @@ def _phases(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, features: l
             ) -> tuple[np.ndarray, float, list[int]]:
     """The phases of :func:`coordinate_search`: ``(log h, value, features at a bound)``."""
     best = evaluate(t0)
-    if len(features) == 1 or (refine and not common):
-        t, best, at_bound = _sweeps(evaluate, t0.copy(), best, features, lower, upper, xtol,
-                                    xtol, max_sweeps, label, False, step=step, trust=refine)
-        return t, best, sorted(at_bound)
-    coarse = xtol if common else max(xtol, 1e-2)
     log_lo, log_hi = np.log(lower), np.log(upper)
+    if refine and not common:
+        t, best, at_bound = _sweeps(evaluate, t0.copy(), best, features, lower, upper, xtol,
+                                    xtol, max_sweeps, label, False, step=step, trust=True)
+        return t, best, sorted(at_bound)
+    if len(features) == 1:
+        return _one(evaluate, t0, best, features[0], log_lo, log_hi, label, xtol, n_starts)
+    coarse = xtol if common else max(xtol, 1e-2)
     on = np.zeros_like(t0)
     on[features] = 1.0
     lo_a = float(np.max(log_lo[features] - t0[features]))
@@ -362,14 +365,48 @@ def _phases(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, features: l
     if common:
         t = t0 + a * on if value < best else t0.copy()
         return t, min(value, best), _at_bound(t, features, lower, upper)
-    starts = [(t0 + a * on, value) if value < best else (t0.copy(), best)]
-    rng = np.random.RandomState(0)
-    for _ in range(n_starts - 1):
-        t = np.clip(t0 + on * rng.uniform(-1.0, 1.0, t0.shape), log_lo, log_hi)
-        starts.append((t, evaluate(t)))
+    # the scan around the best common scale; the best distinct points start local searches
+    centre = t0 + a * on if value < best else t0.copy()
+    starts = [(centre, min(value, best))]
+    label[0] = -1
+    scanned = [(p, evaluate(p)) for p in scan_points(centre, features, log_lo, log_hi)]
+    for p, v in sorted(scanned, key=lambda r: r[1]):
+        if len(starts) >= max(n_starts, 2):
+            break
+        if math.isfinite(v) and all(np.max(np.abs(p - q)) > 0.5 for q, _ in starts):
+            starts.append((p, v))
     runs = [_sweeps(evaluate, t.copy(), b, features, lower, upper, coarse, coarse, 3,
                     label, True, ftol=1e-4) for t, b in starts]
     t, best, _ = min(runs, key=lambda r: r[1])
-    t, best, at_bound = _sweeps(evaluate, t.copy(), best, features, lower, upper, coarse, xtol,
-                                max_sweeps, label, False)
-    return t, best, sorted(at_bound)
+    t, best, _ = _sweeps(evaluate, t.copy(), best, features, lower, upper, coarse, xtol,
+                         max_sweeps, label, False)
+    label[0] = -1
+    t, best = newton_polish(evaluate, t, best, features, log_lo, log_hi)
+    return t, best, _at_bound(t, features, lower, upper)
+
+
+def _one(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, best: float, f: int,
+         log_lo: np.ndarray, log_hi: np.ndarray, label: list[int], xtol: float, keep: int
+         ) -> tuple[np.ndarray, float, list[int]]:
+    """One bandwidth: a log-grid scan, then Brent's method in the best brackets."""
+    label[0] = f
+
+    def along(s: float) -> float:
+        tt = t0.copy()
+        tt[f] = s
+        return evaluate(tt)
+
+    lo, hi = float(log_lo[f]), float(log_hi[f])
+    found = [(t0[f], best, False)]
+    for a, fa, x, fx, b, fb in grid_minima(along, float(t0[f]), lo, hi, keep=max(keep, 2)):
+        if a < x < b:
+            found.append((*brent(along, a, b, x, fx, xtol, flo=fa, fhi=fb), False))
+        elif x in (lo, hi):
+            found.append((x, fx, True))
+        else:  # an end of the grid inside the bounds: the criterion may fall beyond it
+            found.append(minimize_log(along, x, lo, hi, xtol=xtol))
+    x, value, _ = min(found, key=lambda r: r[1])
+    t = t0.copy()
+    t[f] = x
+    t, value = newton_polish(evaluate, t, value, [f], log_lo, log_hi)
+    return t, value, [f] if t[f] <= lo + 1e-12 or t[f] >= hi - 1e-12 else []
