@@ -246,8 +246,11 @@ def _sweeps(evaluate: Callable[[np.ndarray], float], t: np.ndarray, best: float,
                 steps[f] = min(0.5, max(2.0 * delta, 10.0 * xtol))
         if len(features) > 1 and moved > 0:
             label[0] = -1
+            swept = t.copy()
             t, best = _pattern_move(evaluate, before, t, best, np.log(lower), np.log(upper),
                                     tol)
+            # a long pattern move lands where the sweeps have not been: not settled
+            moved = max(moved, float(np.max(np.abs(t - swept))))
         settled = moved <= 2.0 * tol or not start - best > ftol * abs(best)
         if settled and tol <= xtol:
             break
