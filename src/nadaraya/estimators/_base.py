@@ -45,12 +45,7 @@ from ._loo import CRITERIA, LooFit, criterion_value, loo_fit
 from ._mixed import MixedTypes, mixed_types
 from ._plugin import dpi_bandwidth
 
-__all__ = ["WEIGHT_TYPES", "KernelSmoother", "query_rows"]
-
-#: What ``sample_weight`` means (the estimators' ``weight_type``): ``"frequency"``, an integer
-#: weight is that many copies of the row; ``"analytic"``, weights proportional to each row's
-#: precision (inverse variance), the rows staying ``n`` observations.
-WEIGHT_TYPES = ("frequency", "analytic")
+__all__ = ["KernelSmoother", "query_rows"]
 
 # Beyond this many exact kernel evaluations a fit warns that it has no tolerance: at the
 # exact engines' rate on a few cores (about 1e9 per second) it is an hour or more.
@@ -92,14 +87,7 @@ class KernelSmoother(BaseEstimator):
 
     def _analytic(self) -> bool:
         """Whether ``weight_type`` is ``"analytic"`` (checked; estimators without it: no)."""
-        kind = getattr(self, "weight_type", "frequency")
-        if kind not in WEIGHT_TYPES:
-            raise NadarayaError(
-                f"weight_type must be one of {', '.join(map(repr, WEIGHT_TYPES))}; got "
-                f"{kind!r}. Use 'frequency' for counts of repeated rows, 'analytic' for "
-                "weights proportional to each row's precision (inverse variance)."
-            )
-        return kind == "analytic"
+        return _frame.is_analytic(getattr(self, "weight_type", "frequency"))
 
     def _warn_scale(self, n: int, search: bool) -> None:
         """Warn, naming ``tolerance``, when exact sums would take hours for this fit."""
@@ -206,13 +194,10 @@ class KernelSmoother(BaseEstimator):
         Y = _frame.to_frame(Y, self._y_exp)
         w_exp = _frame.exponent(w) if self._weighted else 0
         omega = _frame.to_frame(w, w_exp)
-        self._w_unit = self._loo_unit = _frame.unit(w_exp)
-        counts = w  # the weights as numbers of samples (search start, rules)
-        if analytic and self._weighted:
-            # precisions: the unit is their mean (n samples in all, as Stata's aweights),
-            # and leaving a row out removes all of it, whatever its weight
-            self._w_unit, self._loo_unit = float(np.mean(omega)), np.inf
-            counts = omega / self._w_unit
+        # the weights as numbers of samples (search start, rules), the weight one in
+        # their frame, and what leaving a row out removes
+        counts, self._w_unit, self._loo_unit = _frame.units(w, omega, w_exp,
+                                                            analytic and self._weighted)
         self.cv_results_ = None
         kept: dict[str, Any] = {}  # the best full-data pass of a search, reused at the end
         smoothed: list[int] = []  # features a search left at their upper bound
@@ -280,10 +265,10 @@ class KernelSmoother(BaseEstimator):
     def _irrelevant(self, h: np.ndarray | None, smoothed: list[int], d: int) -> np.ndarray:
         """Names of the features smoothed out (Hall, Li and Racine 2007), shape ``(k,)``.
 
-        An infinite bandwidth, a categorical feature's lambda at the upper end
-        of its range, or a continuous bandwidth a search left at its upper bound
-        (100 times the feature's range: the kernel then varies by less than
-        ``5e-5`` across the data).
+        An infinite bandwidth (a search reports ``inf`` for a continuous
+        feature it leaves at its upper bound, where it evaluates the criterion
+        with ``h = inf``), or a categorical feature's lambda at the upper end
+        of its range.
         """
         names = getattr(self, "feature_names_in_", None)
         if names is None:

@@ -329,11 +329,12 @@ class NadarayaWatsonRegressor(_KernelRegressor):
         as codes.
     irrelevant_ : ndarray of str, shape (n_irrelevant,)
         Features smoothed out of the fit (Hall, Li and Racine 2007): an
-        infinite bandwidth, a categorical ``lambda`` at the upper end of its
-        range, or a continuous bandwidth the search left at its upper bound
-        (100 times the feature's range, where the kernel varies by less than
-        ``5e-5`` across the data). Named by ``feature_names_in_`` (else ``x0``,
-        ``x1``, ...).
+        infinite bandwidth (given, or chosen by the search, whose upper end,
+        100 times the feature's range, stands for ``inf``: the criterion is
+        evaluated there with the feature smoothed out, and for local linear
+        fits that is a global linear term in it), or a categorical ``lambda``
+        at the upper end of its range. Named by ``feature_names_in_`` (else
+        ``x0``, ``x1``, ...).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only for a DataFrame whose column names are strings.

@@ -1,11 +1,16 @@
-"""Bandwidth search: a bracketed 1-D minimisation on ``log h``, coordinate-wise for vectors.
+"""Bandwidth search: a coarse global scan of ``log h``, then bracketed local searches.
 
-No fixed grid: from a rule-of-thumb start the search walks downhill in
-growing steps until the criterion rises (a bracket), then Brent's method
-(golden section with parabolic steps) narrows the bracket to ``xtol`` in
-``log h``. A bandwidth vector is searched one feature at a time, sweeping
-until a sweep moves no bandwidth by more than the tolerance; or, with
-``common=True``, only one factor common to all features is searched. A
+One bandwidth: a log grid around the rule-of-thumb start (and the upper
+bound) finds the basins (:func:`._scan.grid_minima`); Brent's method
+(golden section with parabolic steps) narrows the best two to ``xtol`` in
+``log h``, and Newton steps polish the best. A bandwidth vector: the best
+common scale of the start, then a Sobol scan around it
+(:func:`._scan.scan_points`); from the best distinct points the features
+are searched one at a time (a walk downhill in growing steps until the
+criterion rises, then Brent's method), sweeping with pattern moves until a
+sweep moves no bandwidth by more than the tolerance, and the best is
+polished by Newton steps (:func:`._scan.newton_polish`). With
+``common=True`` only one factor common to all features is searched. A
 budget of evaluations (``max_evaluations``) ends a search that has not
 settled at the best bandwidth evaluated. Every evaluation is recorded, so
 the criterion curve can be plotted.
@@ -19,13 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._line import brent, minimize_log
 from ._progress import report
 from ._scan import grid_minima, newton_polish, scan_points
 
 __all__ = ["SearchResult", "brent", "coordinate_search", "minimize_log"]
-
-_GOLD = 0.3819660112501051
-_GROW = 1.618033988749895
 
 
 @dataclass
@@ -61,131 +64,6 @@ class SearchResult:
 
 class _Exhausted(Exception):
     """The budget of evaluations is spent."""
-
-
-def brent(f: Callable[[float], float], lo: float, hi: float, x: float, fx: float,
-          xtol: float, maxiter: int = 100, *, flo: float = math.inf,
-          fhi: float = math.inf, trust: bool = False) -> tuple[float, float]:
-    """Minimise ``f`` on ``[lo, hi]`` from an interior point ``x`` with ``f(x) <= f(lo), f(hi)``.
-
-    Brent's method with an absolute tolerance ``xtol``; infinite values
-    (an inadmissible bandwidth) force golden-section steps. When the values
-    at the ends of the bracket are known (``flo``, ``fhi``) the first step is
-    the vertex of the parabola through the three points. Three evaluations in
-    a row equal to the best value end the search: the criterion is flat there
-    to its resolution. With ``trust=True`` the search also ends when a
-    parabolic step would move less than ``xtol`` (the vertex is taken as
-    found; this saves the evaluations that would confirm it from both sides,
-    for criteria that are costly and smooth).
-    """
-    w = v = x
-    fw = fv = fx
-    d = e = 0.0
-    ties = 0
-    if math.isfinite(flo) and math.isfinite(fhi) and lo < x < hi:
-        (w, fw), (v, fv) = sorted([(lo, flo), (hi, fhi)], key=lambda p: p[1])
-        d = e = hi - lo
-    for _ in range(maxiter):
-        mid = 0.5 * (lo + hi)
-        tol1 = xtol + 1e-12 * abs(x)
-        tol2 = 2.0 * tol1
-        if abs(x - mid) <= tol2 - 0.5 * (hi - lo):
-            break
-        golden = True
-        if abs(e) > tol1 and all(map(math.isfinite, (fx, fw, fv))):
-            r = (x - w) * (fx - fv)
-            q = (x - v) * (fx - fw)
-            p = (x - v) * q - (x - w) * r
-            q = 2.0 * (q - r)
-            if q > 0:
-                p = -p
-            q = abs(q)
-            etemp, e = e, d
-            if abs(p) < abs(0.5 * q * etemp) and q * (lo - x) < p < q * (hi - x):
-                d = p / q
-                if trust and abs(d) < tol1:
-                    break
-                u = x + d
-                if u - lo < tol2 or hi - u < tol2:
-                    d = tol1 if x < mid else -tol1
-                golden = False
-        if golden:
-            e = (hi - x) if x < mid else (lo - x)
-            d = _GOLD * e
-        u = x + d if abs(d) >= tol1 else x + math.copysign(tol1, d)
-        fu = f(u)
-        ties = ties + 1 if fu == fx else 0
-        if ties >= 3:
-            break  # flat at the resolution of the criterion: nothing more to find
-        if fu <= fx:
-            if u < x:
-                hi = x
-            else:
-                lo = x
-            v, w, x = w, x, u
-            fv, fw, fx = fw, fx, fu
-        else:
-            if u < x:
-                lo = u
-            else:
-                hi = u
-            if fu <= fw or w == x:
-                v, w, fv, fw = w, u, fw, fu
-            elif fu <= fv or v == x or v == w:
-                v, fv = u, fu
-    return x, fx
-
-
-def minimize_log(f: Callable[[float], float], t0: float, lo: float, hi: float, *,
-                 step: float = 0.5, xtol: float = 1e-4, trust: bool = False
-                 ) -> tuple[float, float, bool]:
-    """Bracket then minimise ``f(t)`` over ``t`` in ``[lo, hi]`` starting at ``t0``.
-
-    Returns
-    -------
-    t : float
-    f(t) : float
-    at_bound : bool
-        Whether the minimum is on ``lo`` or ``hi`` (the criterion kept falling).
-    """
-    t0 = min(max(t0, lo), hi)
-    f0 = f(t0)
-    # an inadmissible start (no neighbours for some point): widen until admissible
-    while not math.isfinite(f0) and t0 < hi:
-        t0 = min(t0 + step, hi)
-        f0 = f(t0)
-    if not math.isfinite(f0):
-        return t0, f0, True
-    up = min(t0 + step, hi)
-    fu = f(up) if up > t0 else math.inf
-    if fu < f0:
-        direction, a, fa, b, fb = 1.0, t0, f0, up, fu
-    else:
-        down = max(t0 - step, lo)
-        fd = f(down) if down < t0 else math.inf
-        if fd < f0:
-            direction, a, fa, b, fb = -1.0, t0, f0, down, fd
-        else:
-            lo_b, hi_b = (down if down < t0 else t0), (up if up > t0 else t0)
-            if lo_b == t0 or hi_b == t0:
-                # on a bound and the criterion rises away from it
-                return t0, f0, True
-            x, fx = brent(f, lo_b, hi_b, t0, f0, xtol, flo=fd, fhi=fu, trust=trust)
-            return x, fx, False
-    while True:
-        step *= _GROW
-        c = min(max(b + direction * step, lo), hi)
-        if c == b:
-            return b, fb, True
-        fc = f(c)
-        if not fc < fb:
-            flo, fhi = (fa, fc) if a < c else (fc, fa)
-            x, fx = brent(f, min(a, c), max(a, c), b, fb, xtol, flo=flo, fhi=fhi,
-                          trust=trust)
-            return x, fx, False
-        if c in (lo, hi):
-            return c, fc, True
-        a, fa, b, fb = b, fb, c, fc
 
 
 def _pattern_move(evaluate: Callable[[np.ndarray], float], before: np.ndarray,
@@ -269,18 +147,24 @@ def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
                       xtol: float = 1e-4, max_sweeps: int = 30, n_starts: int = 1,
                       refine: bool = False, step: float = 0.5, common: bool = False,
                       max_evaluations: int | None = None) -> SearchResult:
-    """Minimise ``objective(h)`` over per-feature bandwidths, one feature at a time.
+    """Minimise ``objective(h)`` over per-feature bandwidths, globally then locally.
 
-    With several features, the first start is the best common scale of
-    ``h0`` (a 1-D search on one factor for all features), the others are
-    ``h0`` times fixed pseudo-random factors in ``[1/e, e]``. Each start is
-    swept coarsely (at most three sweeps at a tolerance of 1e-2 on ``log h``,
+    One feature: a grid of step 0.5 in ``log h`` over a factor of 20 on
+    each side of ``h0``, and the upper bound; Brent's method in the brackets
+    of the best ``max(n_starts, 2)`` grid minima; Newton steps from the best.
+    Several features: the first start is the best common scale of ``h0`` (a
+    1-D search on one factor for all features); the others are the best
+    points of a scrambled Sobol scan of ``log h`` around it (8 points per
+    feature; the top eighth of each coordinate's range stands for its upper
+    bound, so features smoothed out are scanned too), at least 0.5 apart in
+    ``log h``: ``max(n_starts, 2)`` starts in all. Each start is swept
+    coarsely (at most three sweeps at a tolerance of 1e-2 on ``log h``,
     fewer when a sweep gains less than 1e-4 of the criterion); the best is
-    then swept to ``xtol``. A
-    sweep searches each feature in turn (and, in the first sweep, tries the
-    feature smoothed out, at its upper bound), then searches along the sweep's
-    displacement (a pattern move), which follows curved valleys that
-    coordinate steps alone cross slowly.
+    then swept to ``xtol`` and polished by Newton steps on finite
+    differences. A sweep searches each feature in turn (and, in the first
+    sweep, tries the feature smoothed out, at its upper bound), then
+    searches along the sweep's displacement (a pattern move), which follows
+    curved valleys that coordinate steps alone cross slowly.
 
     Parameters
     ----------
@@ -295,7 +179,7 @@ def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
     max_sweeps : int
         Largest number of sweeps over the features.
     n_starts : int
-        Number of starting points (several features only).
+        Number of local searches from the scan's best points (at least 2).
     refine : bool
         ``h0`` is already close (from a subsample): sweep from it directly to
         ``xtol``, with no common-scale search and no other starts, and trust
