@@ -271,17 +271,22 @@ def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
     size = scale if 0 < scale < math.inf else 1.0
     quantum = 10.0 ** math.floor(math.log10(RESOLUTION * size))
 
+    n_active = int(active.sum())
+    common = n_active > 1 and math.log(n_active) >= log_n
+
     def smoothed(h: np.ndarray) -> np.ndarray:
-        """Continuous features on their upper bound, where the search means ``h = inf``."""
-        return ~discrete & (h >= upper * (1.0 - 1e-12))
+        """Continuous features on their upper bound, where the search means ``h = inf``.
+
+        Not for a common factor: its upper end is where the first feature
+        reaches its bound, no feature's own choice.
+        """
+        return ~discrete & (h >= upper * (1.0 - 1e-12)) & (not common)
 
     def full(h: np.ndarray) -> float:
         value = objective(np.where(active & ~smoothed(h), h, np.inf))
         steps = value / quantum
         return round(steps) * quantum if math.isfinite(steps) else value
 
-    n_active = int(active.sum())
-    common = n_active > 1 and math.log(n_active) >= log_n
     budget = EVALUATIONS * (1 if common else max(n_active, 1))
     if start is None:
         result = coordinate_search(full, h0, lower, upper, active, xtol=xtol,
