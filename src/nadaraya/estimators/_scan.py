@@ -44,6 +44,12 @@ def scan_points(t0: np.ndarray, features: list[int], log_lo: np.ndarray,
 
     Only the coordinates ``features`` vary; each stays within
     ``[log_lo, log_hi]``, inside ``t0 +/- SPAN`` or on ``log_hi``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scan_points(np.zeros(2), [0, 1], np.full(2, -9.0), np.full(2, 9.0)).shape
+    (16, 2)
     """
     from scipy.stats import qmc
 
@@ -66,6 +72,12 @@ def grid_minima(f: Callable[[float], float], t0: float, lo: float, hi: float, *,
     Returns up to ``keep`` brackets ``(a, fa, x, fx, b, fb)``, best ``fx`` first,
     with ``a <= x <= b`` neighbours on the grid (``a == x`` or ``x == b`` at an
     end of the grid, where the criterion may keep falling beyond it).
+
+    Examples
+    --------
+    >>> best = grid_minima(lambda t: min((t - 0.5) ** 2 + 0.1, (t - 2.5) ** 2), 0.5, -9, 9)
+    >>> [round(r[2], 2) for r in best]
+    [2.5, 0.5]
     """
     grid = np.arange(-SPAN, SPAN + GRID_STEP / 2, GRID_STEP) + t0
     pts = sorted({float(t) for t in np.clip(grid, lo, hi)} | {hi})
@@ -92,6 +104,14 @@ def newton_polish(evaluate: Callable[[np.ndarray], float], t: np.ndarray, best: 
     evaluations for ``k`` free features: those more than ``step`` inside their
     bounds); a Hessian that is not positive definite, or a step that does not
     lower the criterion after three halvings, ends the polish.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = lambda t: float((t[0] - 0.1) ** 2 + (t[0] - t[1]) ** 2)
+    >>> t, value = newton_polish(f, np.zeros(2), f(np.zeros(2)), [0, 1], -np.ones(2), np.ones(2))
+    >>> np.round(t, 6).tolist()
+    [0.1, 0.1]
     """
     free = [f for f in features if log_lo[f] + step < t[f] < log_hi[f] - step]
     if not free or not math.isfinite(best):
