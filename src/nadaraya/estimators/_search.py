@@ -149,8 +149,9 @@ def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
                       max_evaluations: int | None = None) -> SearchResult:
     """Minimise ``objective(h)`` over per-feature bandwidths, globally then locally.
 
-    One feature: a grid of step 0.5 in ``log h`` over a factor of 20 on
-    each side of ``h0``, and the upper bound; Brent's method in the brackets
+    One feature: the walk downhill from ``h0`` (bracket, then Brent's
+    method), and a grid of step 0.5 in ``log h`` over a factor of 20 on each
+    side of ``h0`` and the upper bound, with Brent's method in the brackets
     of the best ``max(n_starts, 2)`` grid minima; Newton steps from the best.
     Several features: the first start is the best common scale of ``h0`` (a
     1-D search on one factor for all features); the others are the best
@@ -275,7 +276,7 @@ def _phases(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, features: l
 def _one(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, best: float, f: int,
          log_lo: np.ndarray, log_hi: np.ndarray, label: list[int], xtol: float, keep: int
          ) -> tuple[np.ndarray, float, list[int]]:
-    """One bandwidth: a log-grid scan, then Brent's method in the best brackets."""
+    """One bandwidth: the walk from the start, and Brent's method in a log grid's best brackets."""
     label[0] = f
 
     def along(s: float) -> float:
@@ -284,7 +285,8 @@ def _one(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, best: float, f
         return evaluate(tt)
 
     lo, hi = float(log_lo[f]), float(log_hi[f])
-    found = [(t0[f], best, False)]
+    # the walk downhill from the start, which may leave the scanned range
+    found = [(t0[f], best, False), minimize_log(along, float(t0[f]), lo, hi, xtol=xtol)]
     for a, fa, x, fx, b, fb in grid_minima(along, float(t0[f]), lo, hi, keep=max(keep, 2)):
         if a < x < b:
             found.append((*brent(along, a, b, x, fx, xtol, flo=fa, fhi=fb), False))
