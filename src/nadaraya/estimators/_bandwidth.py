@@ -21,10 +21,13 @@ from ._loo import CRITERIA
 from ._mixed import LOGIT_BOUND
 from ._search import SearchResult, coordinate_search
 
-__all__ = ["RULES", "DataSummary", "check_bandwidth", "rule_bandwidth", "rule_from",
+__all__ = ["PLUGINS", "RULES", "DataSummary", "check_bandwidth", "rule_bandwidth", "rule_from",
            "search_bandwidth", "summarize", "weighted_spread"]
 
 RULES = ("scott", "silverman")
+#: Plug-in selectors: ``"dpi"``, Ruppert, Sheather and Wand's direct plug-in (``"plug-in"``
+#: is another name for it); see :mod:`._plugin`.
+PLUGINS = ("dpi",)
 
 
 def check_bandwidth(bandwidth: Any, n_features: int | None = None, *,
@@ -38,10 +41,11 @@ def check_bandwidth(bandwidth: Any, n_features: int | None = None, *,
         return None
     if isinstance(bandwidth, str):
         name = bandwidth.lower()
-        if name not in CRITERIA + RULES:
+        name = "dpi" if name == "plug-in" else name
+        if name not in CRITERIA + RULES + PLUGINS:
             raise NadarayaError(
                 f"bandwidth {bandwidth!r} is not known; use a positive number, one per "
-                f"feature, or one of {', '.join(map(repr, CRITERIA + RULES))}."
+                f"feature, or one of {', '.join(map(repr, CRITERIA + RULES + PLUGINS))}."
             )
         return name
     try:
@@ -149,9 +153,15 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
 
     The start is ``1.06 sd n^(-1/(d+4))`` per feature (weighted sd, ``n`` the
     total weight); each ``log h`` stays between a quarter of the smallest gap
-    between the feature's values and 100 times its range. A constant feature
-    gets an infinite bandwidth (it carries no information). ``scale`` is the
-    size of the criterion's values (the target's variance, say).
+    between the feature's values and 100 times its range, and the upper end
+    stands for ``h = inf``: the criterion is evaluated with the feature
+    smoothed out there (for local linear fits, a global linear term in it),
+    and a bandwidth the search leaves there is returned as ``inf`` (Hall, Li
+    and Racine 2007). A constant feature gets an infinite bandwidth (it
+    carries no information). ``scale`` is the size of the criterion's values
+    (the target's variance, say). The search scans the bandwidths coarsely
+    before its local searches (:mod:`._scan`), so that it does not stop in a
+    local minimum near the start.
 
     With at least as many (non-constant) features as the total weight ``n``,
     the data cannot fix one bandwidth per feature: the search is then on one
@@ -261,13 +271,22 @@ def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
     size = scale if 0 < scale < math.inf else 1.0
     quantum = 10.0 ** math.floor(math.log10(RESOLUTION * size))
 
+    n_active = int(active.sum())
+    common = n_active > 1 and math.log(n_active) >= log_n
+
+    def smoothed(h: np.ndarray) -> np.ndarray:
+        """Continuous features on their upper bound, where the search means ``h = inf``.
+
+        Not for a common factor: its upper end is where the first feature
+        reaches its bound, no feature's own choice.
+        """
+        return ~discrete & (h >= upper * (1.0 - 1e-12)) & (not common)
+
     def full(h: np.ndarray) -> float:
-        value = objective(np.where(active, h, np.inf))
+        value = objective(np.where(active & ~smoothed(h), h, np.inf))
         steps = value / quantum
         return round(steps) * quantum if math.isfinite(steps) else value
 
-    n_active = int(active.sum())
-    common = n_active > 1 and math.log(n_active) >= log_n
     budget = EVALUATIONS * (1 if common else max(n_active, 1))
     if start is None:
         result = coordinate_search(full, h0, lower, upper, active, xtol=xtol,
@@ -291,7 +310,7 @@ def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
                 result.at_bound = sorted(set(result.at_bound) | {int(f)})
     result.smoothed_out = sorted(int(f) for f in np.flatnonzero(
         ~active | (result.bandwidth >= upper * (1.0 - 1e-12))))
-    result.bandwidth = np.where(active, result.bandwidth, np.inf)
+    result.bandwidth = np.where(active & ~smoothed(result.bandwidth), result.bandwidth, np.inf)
     for i, (h, value, f) in enumerate(result.history):
-        result.history[i] = (np.where(active, h, np.inf), value, f)
+        result.history[i] = (np.where(active & ~smoothed(h), h, np.inf), value, f)
     return result

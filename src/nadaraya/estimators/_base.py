@@ -30,13 +30,21 @@ from .._errors import NadarayaError
 from ..engine import EMPTY_POLICIES, smooth, weights
 from ..engine.certified import check_tolerance
 from . import _dask, _frame
-from ._bandwidth import RULES, check_bandwidth, rule_bandwidth, search_bandwidth, weighted_spread
+from ._bandwidth import (
+    PLUGINS,
+    RULES,
+    check_bandwidth,
+    rule_bandwidth,
+    search_bandwidth,
+    weighted_spread,
+)
 from ._cells import cell_objective
 from ._design import LocalDesign, _powers, moment_bits, moment_shift
 from ._direct import DirectRows, LocalRows, solve_exact
 from ._kernel import KernelSpec, check_kernel, is_named_radial, make_spec
 from ._loo import CRITERIA, LooFit, criterion_value, loo_fit
 from ._mixed import MixedTypes, mixed_types
+from ._plugin import dpi_bandwidth
 
 __all__ = ["KernelSmoother", "query_rows"]
 
@@ -77,6 +85,10 @@ class KernelSmoother(BaseEstimator):
 
     def _tolerance(self) -> float | None:
         return check_tolerance(getattr(self, "tolerance", None))
+
+    def _analytic(self) -> bool:
+        """Whether ``weight_type`` is ``"analytic"`` (checked; estimators without it: no)."""
+        return _frame.is_analytic(getattr(self, "weight_type", "frequency"))
 
     def _warn_scale(self, n: int, search: bool) -> None:
         """Warn, naming ``tolerance``, when exact sums would take hours for this fit."""
@@ -157,13 +169,14 @@ class KernelSmoother(BaseEstimator):
         wv = w if self._weighted else None
         values = design.values(X, Y, wv)
         fit = loo_fit(spec, design, X, Y, wv, values=values, mask=self.mask,
-                      engine=self.engine, full=full, unit=self._w_unit,
+                      engine=self.engine, full=full, unit=self._loo_unit,
                       tolerance=self._tolerance())
         return fit, design, values
 
     def _fit_smoother(self, X: np.ndarray, Y: np.ndarray, sample_weight: Any) -> None:
         """Choose the bandwidth, run the final leave-one-out pass, store the fit."""
         h_param = self._check_params(X.shape[1])
+        analytic = self._analytic()
         w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         keep = w > 0
         if not keep.any():
@@ -182,7 +195,10 @@ class KernelSmoother(BaseEstimator):
         Y = _frame.to_frame(Y, self._y_exp)
         w_exp = _frame.exponent(w) if self._weighted else 0
         omega = _frame.to_frame(w, w_exp)
-        self._w_unit = _frame.unit(w_exp)
+        # the weights as numbers of samples (search start, rules), the weight one in
+        # their frame, and what leaving a row out removes
+        counts, self._w_unit, self._loo_unit = _frame.units(w, omega, w_exp,
+                                                            analytic and self._weighted)
         self.cv_results_ = None
         kept: dict[str, Any] = {}  # the best full-data pass of a search, reused at the end
         smoothed: list[int] = []  # features a search left at their upper bound
@@ -213,7 +229,7 @@ class KernelSmoother(BaseEstimator):
             # criteria are compared on the targets' frame, where they never overflow
             _, spread = weighted_spread(Y, w)
             scale = 1.0 if name == "aicc" else float(np.mean(spread**2))
-            result = search_bandwidth(objective_for, X, w, scale=scale,
+            result = search_bandwidth(objective_for, X, counts, scale=scale,
                                       discrete=None if mixed is None else mixed.discrete)
             if mixed is not None:
                 result.bandwidth = mixed.from_search(result.bandwidth)
@@ -222,7 +238,11 @@ class KernelSmoother(BaseEstimator):
             smoothed = result.smoothed_out
             self._record_search(result, name, d)
         elif isinstance(h_param, str) and h_param in RULES:
-            h = rule_bandwidth(h_param, X, w)
+            h = rule_bandwidth(h_param, X, counts)
+        elif isinstance(h_param, str) and h_param in PLUGINS:
+            h = dpi_bandwidth(X, Y, w if self._weighted else None, degree=self._degree(),
+                              kernel=self.kernel, categorical=self._mixed is not None,
+                              analytic=analytic)
         elif h_param is None:
             h = None if not is_named_radial(self.kernel) else np.ones(d)
         else:
@@ -251,10 +271,10 @@ class KernelSmoother(BaseEstimator):
     def _irrelevant(self, h: np.ndarray | None, smoothed: list[int], d: int) -> np.ndarray:
         """Names of the features smoothed out (Hall, Li and Racine 2007), shape ``(k,)``.
 
-        An infinite bandwidth, a categorical feature's lambda at the upper end
-        of its range, or a continuous bandwidth a search left at its upper bound
-        (100 times the feature's range: the kernel then varies by less than
-        ``5e-5`` across the data).
+        An infinite bandwidth (a search reports ``inf`` for a continuous
+        feature it leaves at its upper bound, where it evaluates the criterion
+        with ``h = inf``), or a categorical feature's lambda at the upper end
+        of its range.
         """
         names = getattr(self, "feature_names_in_", None)
         if names is None:

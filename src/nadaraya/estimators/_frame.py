@@ -17,14 +17,26 @@ is reported as ``inf``.
 
 Weights keep their meaning as frequencies where it matters (leaving a point
 out removes one unit of its weight; the total weight is the sample size):
-one unit is ``2^-f`` in the frame (:func:`unit`).
+one unit is ``2^-f`` in the frame (:func:`unit`). Analytic weights
+(``weight_type="analytic"``: proportional to each row's precision, the
+inverse variance of its target) are read in their mean's unit instead, so
+the rows count as ``n`` samples whatever the weights' scale, and leaving a
+row out removes all of its weight (:func:`units`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["exponent", "from_frame", "log_sum", "to_frame", "unit"]
+from .._errors import NadarayaError
+
+__all__ = ["WEIGHT_TYPES", "exponent", "from_frame", "is_analytic", "log_sum", "to_frame",
+           "unit", "units"]
+
+#: What ``sample_weight`` means (the estimators' ``weight_type``): ``"frequency"``, an integer
+#: weight is that many copies of the row; ``"analytic"``, weights proportional to each row's
+#: precision (inverse variance), the rows staying ``n`` observations.
+WEIGHT_TYPES = ("frequency", "analytic")
 
 
 def exponent(a: np.ndarray) -> int:
@@ -72,3 +84,45 @@ def log_sum(w: np.ndarray) -> float:
         return float(np.log(total))
     e = exponent(w)
     return float(np.log(to_frame(w, e).sum())) + e * float(np.log(2.0))
+
+
+def is_analytic(kind: object) -> bool:
+    """Whether ``weight_type=kind`` is ``"analytic"``; anything but the two names is refused."""
+    if not (isinstance(kind, str) and kind in WEIGHT_TYPES):
+        raise NadarayaError(
+            f"weight_type must be one of {', '.join(map(repr, WEIGHT_TYPES))}; got "
+            f"{kind!r}. Use 'frequency' for counts of repeated rows, 'analytic' for "
+            "weights proportional to each row's precision (inverse variance)."
+        )
+    return kind == "analytic"
+
+
+def units(w: np.ndarray, omega: np.ndarray, e: int, analytic: bool
+          ) -> tuple[np.ndarray, float, float]:
+    """How a fit reads its weights: ``(counts, unit, left_out)``.
+
+    Parameters
+    ----------
+    w : ndarray of shape (n,)
+        The caller's weights (positive).
+    omega : ndarray of shape (n,)
+        ``w`` in the frame of exponent ``e``.
+    analytic : bool
+        Analytic weights (else frequencies).
+
+    Returns
+    -------
+    counts : ndarray of shape (n,)
+        The weights as numbers of samples (for the rules and the search's
+        start): ``w``, or ``omega`` over its mean (``n`` in all).
+    unit : float
+        The weight of one sample in the frame: :func:`unit` of ``e``, or the
+        mean of ``omega`` (as Stata's ``aweight``).
+    left_out : float
+        The weight leaving a row out removes: ``unit``, or ``inf`` (all of it).
+    """
+    if not analytic:
+        one = unit(e)
+        return w, one, one
+    mean = float(np.mean(omega))
+    return omega / mean, mean, np.inf

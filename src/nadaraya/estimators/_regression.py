@@ -71,9 +71,13 @@ class _KernelRegressor(MarginalEffectsMixin, SummaryMixin, RegressorMixin, Kerne
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Or a Dask array, Series or DataFrame.
         sample_weight : array-like of shape (n_samples,), optional
-            Non-negative weights; an integer weight acts as that many copies
-            of the row (in the fit and in leave-one-out cross-validation).
-            Or a Dask array or Series.
+            Non-negative weights, read as ``weight_type`` says. Frequency
+            weights (the default): an integer weight acts as that many copies
+            of the row, in the fit, in leave-one-out cross-validation (leaving
+            a row out removes one copy) and in the sample size of the rules
+            and criteria. Analytic weights: proportional to each row's
+            precision; only their ratios matter. Or a Dask array or Series
+            (frequency weights only).
         persist : bool, default False
             With Dask inputs: keep the training data in the cluster's memory
             (``dask.persist``) rather than recompute them from their source
@@ -308,7 +312,8 @@ class NadarayaWatsonRegressor(_KernelRegressor):
         (then ``bandwidth=None``).
     bandwidth : float, array of shape (n_features,), str or None, default "cv"
         A number, one per feature (``inf`` smooths a feature out),
-        ``"scott"``, ``"silverman"``, or a criterion minimised by a bracketed
+        ``"scott"``, ``"silverman"``, ``"dpi"`` (local linear only, see
+        :class:`LocalPolynomialRegressor`), or a criterion minimised by a bracketed
         search on ``log h`` (per feature when there are several; with at least
         as many features as samples, or total sample weight, too few to fix
         one bandwidth each, on one factor of the features' rule-of-thumb
@@ -353,6 +358,18 @@ class NadarayaWatsonRegressor(_KernelRegressor):
         (``lambda ** |gap|``, ``lambda`` in ``[0, 1]``) or
         :class:`~nadaraya.kernels.WangVanRyzin` (``lambda`` in ``[0, 1)``; it
         cannot smooth a feature out).
+    weight_type : {"frequency", "analytic"}, default "frequency"
+        What ``sample_weight`` means. ``"frequency"``: counts, an integer
+        weight is that many copies of the row (R's ``npreg`` and Stata's
+        ``fweight``); their total is the sample size, and leaving a row out
+        in cross-validation removes one copy, so weights scaled by 1000 act
+        as 1000 copies of the data and the CV bandwidth shrinks.
+        ``"analytic"``: weights proportional to the precision (inverse
+        variance) of each row's target (Stata's ``aweight``): the sample
+        size is the number of rows, leaving a row out removes all of its
+        weight, and the noise variance of a row is ``residual_variance_``
+        times the mean weight over its weight. Scaling every weight by the
+        same factor changes nothing.
 
     Attributes
     ----------
@@ -377,11 +394,12 @@ class NadarayaWatsonRegressor(_KernelRegressor):
         as codes.
     irrelevant_ : ndarray of str, shape (n_irrelevant,)
         Features smoothed out of the fit (Hall, Li and Racine 2007): an
-        infinite bandwidth, a categorical ``lambda`` at the upper end of its
-        range, or a continuous bandwidth the search left at its upper bound
-        (100 times the feature's range, where the kernel varies by less than
-        ``5e-5`` across the data). Named by ``feature_names_in_`` (else ``x0``,
-        ``x1``, ...).
+        infinite bandwidth (given, or chosen by the search, whose upper end,
+        100 times the feature's range, stands for ``inf``: the criterion is
+        evaluated there with the feature smoothed out, and for local linear
+        fits that is a global linear term in it), or a categorical ``lambda``
+        at the upper end of its range. Named by ``feature_names_in_`` (else
+        ``x0``, ``x1``, ...).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only for a DataFrame whose column names are strings.
@@ -434,7 +452,8 @@ class NadarayaWatsonRegressor(_KernelRegressor):
     def __init__(self, kernel: Any = "gaussian", bandwidth: Any = "cv", *, mask: Any = None,
                  engine: str = "auto", empty: str = "raise",
                  tolerance: float | None = None, var_types: str | None = None,
-                 ukernel: str = "aitchison-aitken", okernel: str = "li-racine") -> None:
+                 ukernel: str = "aitchison-aitken", okernel: str = "li-racine",
+                 weight_type: str = "frequency") -> None:
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.mask = mask
@@ -444,6 +463,7 @@ class NadarayaWatsonRegressor(_KernelRegressor):
         self.var_types = var_types
         self.ukernel = ukernel
         self.okernel = okernel
+        self.weight_type = weight_type
 
 
 class LocalPolynomialRegressor(_KernelRegressor):
@@ -478,8 +498,11 @@ class LocalPolynomialRegressor(_KernelRegressor):
     ----------
     degree : int, default 1
         Degree of the local polynomial (0 is Nadaraya-Watson).
-    kernel, bandwidth, mask, engine, empty, tolerance, var_types, ukernel, okernel
-        As in :class:`NadarayaWatsonRegressor`. Categorical features enter the
+    kernel, bandwidth, mask, engine, empty, tolerance, var_types, ukernel, okernel, weight_type
+        As in :class:`NadarayaWatsonRegressor`; ``bandwidth="dpi"`` (or
+        ``"plug-in"``), for ``degree=1`` on one feature with the Gaussian
+        kernel, is Ruppert, Sheather and Wand's (1995) direct plug-in, the
+        value of R's ``KernSmooth::dpill``. Categorical features enter the
         kernel only: the polynomial is in the continuous features (Li and
         Racine 2004; statsmodels' ``KernelReg`` puts the categorical codes in it
         too).
@@ -510,7 +533,7 @@ class LocalPolynomialRegressor(_KernelRegressor):
                  ridge: float = 0.0, mask: Any = None, engine: str = "auto",
                  empty: str = "raise", tolerance: float | None = None,
                  var_types: str | None = None, ukernel: str = "aitchison-aitken",
-                 okernel: str = "li-racine") -> None:
+                 okernel: str = "li-racine", weight_type: str = "frequency") -> None:
         self.degree = degree
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -522,6 +545,7 @@ class LocalPolynomialRegressor(_KernelRegressor):
         self.var_types = var_types
         self.ukernel = ukernel
         self.okernel = okernel
+        self.weight_type = weight_type
 
     def _degree(self) -> int:
         if not (isinstance(self.degree, int | np.integer) and not isinstance(self.degree, bool)

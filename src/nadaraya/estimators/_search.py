@@ -1,11 +1,16 @@
-"""Bandwidth search: a bracketed 1-D minimisation on ``log h``, coordinate-wise for vectors.
+"""Bandwidth search: a coarse global scan of ``log h``, then bracketed local searches.
 
-No fixed grid: from a rule-of-thumb start the search walks downhill in
-growing steps until the criterion rises (a bracket), then Brent's method
-(golden section with parabolic steps) narrows the bracket to ``xtol`` in
-``log h``. A bandwidth vector is searched one feature at a time, sweeping
-until a sweep moves no bandwidth by more than the tolerance; or, with
-``common=True``, only one factor common to all features is searched. A
+One bandwidth: a log grid around the rule-of-thumb start (and the upper
+bound) finds the basins (:func:`._scan.grid_minima`); Brent's method
+(golden section with parabolic steps) narrows the best two to ``xtol`` in
+``log h``, and Newton steps polish the best. A bandwidth vector: the best
+common scale of the start, then a Sobol scan around it
+(:func:`._scan.scan_points`); from the best distinct points the features
+are searched one at a time (a walk downhill in growing steps until the
+criterion rises, then Brent's method), sweeping with pattern moves until a
+sweep moves no bandwidth by more than the tolerance, and the best is
+polished by Newton steps (:func:`._scan.newton_polish`). With
+``common=True`` only one factor common to all features is searched. A
 budget of evaluations (``max_evaluations``) ends a search that has not
 settled at the best bandwidth evaluated. Every evaluation is recorded, so
 the criterion curve can be plotted.
@@ -19,12 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._line import brent, minimize_log
 from ._progress import report
+from ._scan import grid_minima, newton_polish, scan_points
 
 __all__ = ["SearchResult", "brent", "coordinate_search", "minimize_log"]
-
-_GOLD = 0.3819660112501051
-_GROW = 1.618033988749895
 
 
 @dataclass
@@ -60,131 +64,6 @@ class SearchResult:
 
 class _Exhausted(Exception):
     """The budget of evaluations is spent."""
-
-
-def brent(f: Callable[[float], float], lo: float, hi: float, x: float, fx: float,
-          xtol: float, maxiter: int = 100, *, flo: float = math.inf,
-          fhi: float = math.inf, trust: bool = False) -> tuple[float, float]:
-    """Minimise ``f`` on ``[lo, hi]`` from an interior point ``x`` with ``f(x) <= f(lo), f(hi)``.
-
-    Brent's method with an absolute tolerance ``xtol``; infinite values
-    (an inadmissible bandwidth) force golden-section steps. When the values
-    at the ends of the bracket are known (``flo``, ``fhi``) the first step is
-    the vertex of the parabola through the three points. Three evaluations in
-    a row equal to the best value end the search: the criterion is flat there
-    to its resolution. With ``trust=True`` the search also ends when a
-    parabolic step would move less than ``xtol`` (the vertex is taken as
-    found; this saves the evaluations that would confirm it from both sides,
-    for criteria that are costly and smooth).
-    """
-    w = v = x
-    fw = fv = fx
-    d = e = 0.0
-    ties = 0
-    if math.isfinite(flo) and math.isfinite(fhi) and lo < x < hi:
-        (w, fw), (v, fv) = sorted([(lo, flo), (hi, fhi)], key=lambda p: p[1])
-        d = e = hi - lo
-    for _ in range(maxiter):
-        mid = 0.5 * (lo + hi)
-        tol1 = xtol + 1e-12 * abs(x)
-        tol2 = 2.0 * tol1
-        if abs(x - mid) <= tol2 - 0.5 * (hi - lo):
-            break
-        golden = True
-        if abs(e) > tol1 and all(map(math.isfinite, (fx, fw, fv))):
-            r = (x - w) * (fx - fv)
-            q = (x - v) * (fx - fw)
-            p = (x - v) * q - (x - w) * r
-            q = 2.0 * (q - r)
-            if q > 0:
-                p = -p
-            q = abs(q)
-            etemp, e = e, d
-            if abs(p) < abs(0.5 * q * etemp) and q * (lo - x) < p < q * (hi - x):
-                d = p / q
-                if trust and abs(d) < tol1:
-                    break
-                u = x + d
-                if u - lo < tol2 or hi - u < tol2:
-                    d = tol1 if x < mid else -tol1
-                golden = False
-        if golden:
-            e = (hi - x) if x < mid else (lo - x)
-            d = _GOLD * e
-        u = x + d if abs(d) >= tol1 else x + math.copysign(tol1, d)
-        fu = f(u)
-        ties = ties + 1 if fu == fx else 0
-        if ties >= 3:
-            break  # flat at the resolution of the criterion: nothing more to find
-        if fu <= fx:
-            if u < x:
-                hi = x
-            else:
-                lo = x
-            v, w, x = w, x, u
-            fv, fw, fx = fw, fx, fu
-        else:
-            if u < x:
-                lo = u
-            else:
-                hi = u
-            if fu <= fw or w == x:
-                v, w, fv, fw = w, u, fw, fu
-            elif fu <= fv or v == x or v == w:
-                v, fv = u, fu
-    return x, fx
-
-
-def minimize_log(f: Callable[[float], float], t0: float, lo: float, hi: float, *,
-                 step: float = 0.5, xtol: float = 1e-4, trust: bool = False
-                 ) -> tuple[float, float, bool]:
-    """Bracket then minimise ``f(t)`` over ``t`` in ``[lo, hi]`` starting at ``t0``.
-
-    Returns
-    -------
-    t : float
-    f(t) : float
-    at_bound : bool
-        Whether the minimum is on ``lo`` or ``hi`` (the criterion kept falling).
-    """
-    t0 = min(max(t0, lo), hi)
-    f0 = f(t0)
-    # an inadmissible start (no neighbours for some point): widen until admissible
-    while not math.isfinite(f0) and t0 < hi:
-        t0 = min(t0 + step, hi)
-        f0 = f(t0)
-    if not math.isfinite(f0):
-        return t0, f0, True
-    up = min(t0 + step, hi)
-    fu = f(up) if up > t0 else math.inf
-    if fu < f0:
-        direction, a, fa, b, fb = 1.0, t0, f0, up, fu
-    else:
-        down = max(t0 - step, lo)
-        fd = f(down) if down < t0 else math.inf
-        if fd < f0:
-            direction, a, fa, b, fb = -1.0, t0, f0, down, fd
-        else:
-            lo_b, hi_b = (down if down < t0 else t0), (up if up > t0 else t0)
-            if lo_b == t0 or hi_b == t0:
-                # on a bound and the criterion rises away from it
-                return t0, f0, True
-            x, fx = brent(f, lo_b, hi_b, t0, f0, xtol, flo=fd, fhi=fu, trust=trust)
-            return x, fx, False
-    while True:
-        step *= _GROW
-        c = min(max(b + direction * step, lo), hi)
-        if c == b:
-            return b, fb, True
-        fc = f(c)
-        if not fc < fb:
-            flo, fhi = (fa, fc) if a < c else (fc, fa)
-            x, fx = brent(f, min(a, c), max(a, c), b, fb, xtol, flo=flo, fhi=fhi,
-                          trust=trust)
-            return x, fx, False
-        if c in (lo, hi):
-            return c, fc, True
-        a, fa, b, fb = b, fb, c, fc
 
 
 def _pattern_move(evaluate: Callable[[np.ndarray], float], before: np.ndarray,
@@ -245,8 +124,11 @@ def _sweeps(evaluate: Callable[[np.ndarray], float], t: np.ndarray, best: float,
                 steps[f] = min(0.5, max(2.0 * delta, 10.0 * xtol))
         if len(features) > 1 and moved > 0:
             label[0] = -1
+            swept = t.copy()
             t, best = _pattern_move(evaluate, before, t, best, np.log(lower), np.log(upper),
                                     tol)
+            # a long pattern move lands where the sweeps have not been: not settled
+            moved = max(moved, float(np.max(np.abs(t - swept))))
         settled = moved <= 2.0 * tol or not start - best > ftol * abs(best)
         if settled and tol <= xtol:
             break
@@ -265,18 +147,25 @@ def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
                       xtol: float = 1e-4, max_sweeps: int = 30, n_starts: int = 1,
                       refine: bool = False, step: float = 0.5, common: bool = False,
                       max_evaluations: int | None = None) -> SearchResult:
-    """Minimise ``objective(h)`` over per-feature bandwidths, one feature at a time.
+    """Minimise ``objective(h)`` over per-feature bandwidths, globally then locally.
 
-    With several features, the first start is the best common scale of
-    ``h0`` (a 1-D search on one factor for all features), the others are
-    ``h0`` times fixed pseudo-random factors in ``[1/e, e]``. Each start is
-    swept coarsely (at most three sweeps at a tolerance of 1e-2 on ``log h``,
+    One feature: the walk downhill from ``h0`` (bracket, then Brent's
+    method), and a grid of step 0.5 in ``log h`` over a factor of 20 on each
+    side of ``h0`` and the upper bound, with Brent's method in the brackets
+    of the best ``max(n_starts, 2)`` grid minima; Newton steps from the best.
+    Several features: the first start is the best common scale of ``h0`` (a
+    1-D search on one factor for all features); the others are the best
+    points of a scrambled Sobol scan of ``log h`` around it (8 points per
+    feature; the top eighth of each coordinate's range stands for its upper
+    bound, so features smoothed out are scanned too), at least 0.5 apart in
+    ``log h``: ``max(n_starts, 2)`` starts in all. Each start is swept
+    coarsely (at most three sweeps at a tolerance of 1e-2 on ``log h``,
     fewer when a sweep gains less than 1e-4 of the criterion); the best is
-    then swept to ``xtol``. A
-    sweep searches each feature in turn (and, in the first sweep, tries the
-    feature smoothed out, at its upper bound), then searches along the sweep's
-    displacement (a pattern move), which follows curved valleys that
-    coordinate steps alone cross slowly.
+    then swept to ``xtol`` and polished by Newton steps on finite
+    differences. A sweep searches each feature in turn (and, in the first
+    sweep, tries the feature smoothed out, at its upper bound), then
+    searches along the sweep's displacement (a pattern move), which follows
+    curved valleys that coordinate steps alone cross slowly.
 
     Parameters
     ----------
@@ -291,7 +180,7 @@ def coordinate_search(objective: Callable[[np.ndarray], float], h0: np.ndarray,
     max_sweeps : int
         Largest number of sweeps over the features.
     n_starts : int
-        Number of starting points (several features only).
+        Number of local searches from the scan's best points (at least 2).
     refine : bool
         ``h0`` is already close (from a subsample): sweep from it directly to
         ``xtol``, with no common-scale search and no other starts, and trust
@@ -347,12 +236,14 @@ def _phases(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, features: l
             ) -> tuple[np.ndarray, float, list[int]]:
     """The phases of :func:`coordinate_search`: ``(log h, value, features at a bound)``."""
     best = evaluate(t0)
-    if len(features) == 1 or (refine and not common):
-        t, best, at_bound = _sweeps(evaluate, t0.copy(), best, features, lower, upper, xtol,
-                                    xtol, max_sweeps, label, False, step=step, trust=refine)
-        return t, best, sorted(at_bound)
-    coarse = xtol if common else max(xtol, 1e-2)
     log_lo, log_hi = np.log(lower), np.log(upper)
+    if refine and not common:
+        t, best, at_bound = _sweeps(evaluate, t0.copy(), best, features, lower, upper, xtol,
+                                    xtol, max_sweeps, label, False, step=step, trust=True)
+        return t, best, sorted(at_bound)
+    if len(features) == 1:
+        return _one(evaluate, t0, best, features[0], log_lo, log_hi, label, xtol, n_starts)
+    coarse = xtol if common else max(xtol, 1e-2)
     on = np.zeros_like(t0)
     on[features] = 1.0
     lo_a = float(np.max(log_lo[features] - t0[features]))
@@ -362,14 +253,49 @@ def _phases(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, features: l
     if common:
         t = t0 + a * on if value < best else t0.copy()
         return t, min(value, best), _at_bound(t, features, lower, upper)
-    starts = [(t0 + a * on, value) if value < best else (t0.copy(), best)]
-    rng = np.random.RandomState(0)
-    for _ in range(n_starts - 1):
-        t = np.clip(t0 + on * rng.uniform(-1.0, 1.0, t0.shape), log_lo, log_hi)
-        starts.append((t, evaluate(t)))
+    # the scan around the best common scale; the best distinct points start local searches
+    centre = t0 + a * on if value < best else t0.copy()
+    starts = [(centre, min(value, best))]
+    label[0] = -1
+    scanned = [(p, evaluate(p)) for p in scan_points(centre, features, log_lo, log_hi)]
+    for p, v in sorted(scanned, key=lambda r: r[1]):
+        if len(starts) >= max(n_starts, 2):
+            break
+        if math.isfinite(v) and all(np.max(np.abs(p - q)) > 0.5 for q, _ in starts):
+            starts.append((p, v))
     runs = [_sweeps(evaluate, t.copy(), b, features, lower, upper, coarse, coarse, 3,
                     label, True, ftol=1e-4) for t, b in starts]
     t, best, _ = min(runs, key=lambda r: r[1])
-    t, best, at_bound = _sweeps(evaluate, t.copy(), best, features, lower, upper, coarse, xtol,
-                                max_sweeps, label, False)
-    return t, best, sorted(at_bound)
+    t, best, _ = _sweeps(evaluate, t.copy(), best, features, lower, upper, coarse, xtol,
+                         max_sweeps, label, False)
+    label[0] = -1
+    t, best = newton_polish(evaluate, t, best, features, log_lo, log_hi)
+    return t, best, _at_bound(t, features, lower, upper)
+
+
+def _one(evaluate: Callable[[np.ndarray], float], t0: np.ndarray, best: float, f: int,
+         log_lo: np.ndarray, log_hi: np.ndarray, label: list[int], xtol: float, keep: int
+         ) -> tuple[np.ndarray, float, list[int]]:
+    """One bandwidth: the walk from the start, and Brent's method in a log grid's best brackets."""
+    label[0] = f
+
+    def along(s: float) -> float:
+        tt = t0.copy()
+        tt[f] = s
+        return evaluate(tt)
+
+    lo, hi = float(log_lo[f]), float(log_hi[f])
+    # the walk downhill from the start, which may leave the scanned range
+    found = [(t0[f], best, False), minimize_log(along, float(t0[f]), lo, hi, xtol=xtol)]
+    for a, fa, x, fx, b, fb in grid_minima(along, float(t0[f]), lo, hi, keep=max(keep, 2)):
+        if a < x < b:
+            found.append((*brent(along, a, b, x, fx, xtol, flo=fa, fhi=fb), False))
+        elif x in (lo, hi):
+            found.append((x, fx, True))
+        else:  # an end of the grid inside the bounds: the criterion may fall beyond it
+            found.append(minimize_log(along, x, lo, hi, xtol=xtol))
+    x, value, _ = min(found, key=lambda r: r[1])
+    t = t0.copy()
+    t[f] = x
+    t, value = newton_polish(evaluate, t, value, [f], log_lo, log_hi)
+    return t, value, [f] if t[f] <= lo + 1e-12 or t[f] >= hi - 1e-12 else []

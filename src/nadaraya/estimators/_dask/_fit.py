@@ -25,7 +25,7 @@ import numpy as np
 
 from ..._errors import NadarayaError
 from .. import _frame
-from .._bandwidth import RULES, search_bandwidth
+from .._bandwidth import PLUGINS, RULES, search_bandwidth
 from .._kernel import is_named_radial, make_spec
 from .._loo import CRITERIA, LooFit, criterion_from
 from . import _stats
@@ -83,6 +83,13 @@ def fit_smoother(est: Any, X: Any, Y: Any, w: Any, persist: bool = False) -> np.
     d = X.shape[1]
     h_param = est._check_params(d)
     est._weighted = w is not None
+    plugin = isinstance(h_param, str) and h_param in PLUGINS
+    if plugin or (est._weighted and est._analytic()):
+        raise NadarayaError(
+            f"{'bandwidth=' + repr(est.bandwidth) if plugin else 'weight_type=analytic'}"
+            " is not available with Dask inputs; compute the arrays into memory (e.g. "
+            "X.compute()), or use bandwidth='cv' and frequency weights."
+        )
     if w is None:
         w = da.ones(X.shape[0], chunks=(X.chunks[0],))
     any_positive, all_positive, y_top, w_top = (
