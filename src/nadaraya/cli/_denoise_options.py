@@ -132,3 +132,4 @@ def progress(args: argparse.Namespace, pixels: int, what: str) -> Iterator[None]
     with tqdm(total=pixels, desc=what, unit="px", unit_scale=True, file=sys.stderr,
               leave=False) as bar, reporting(bar.update):
         yield
+        bar.refresh()  # the last blocks can finish within tqdm's display interval
