@@ -293,3 +293,13 @@ def test_usage_errors_exit_2(data) -> None:
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
+
+
+def test_fit_takes_the_direct_plug_in_bandwidth(tmp_path, capsys) -> None:
+    rng = np.random.default_rng(3)
+    x = np.sort(rng.uniform(0, 6, 80))
+    y = np.sin(x) + 0.3 * rng.normal(size=80)
+    path = _write(tmp_path / "d.csv", ["x", "y"], np.c_[x, y].tolist())
+    assert main(["fit", str(path), "--x", "x", "--y", "y", "--bandwidth", "dpi"]) == 0
+    model = LocalPolynomialRegressor(bandwidth="dpi").fit(x[:, None], y)
+    assert f"{float(model.bandwidth_):.6g}" in capsys.readouterr().out

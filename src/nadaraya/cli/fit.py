@@ -53,7 +53,7 @@ __all__ = ["FIGURES", "add_arguments", "files", "read_columns", "run"]
 #: Outputs that are figures (their format is checked before the work starts).
 FIGURES = ("--plot",)
 
-_CRITERIA = ("cv", "gcv", "aicc", "scott", "silverman")
+_CRITERIA = ("cv", "gcv", "aicc", "dpi", "scott", "silverman")
 
 
 def _bandwidth(text: str) -> str | list[float]:
@@ -100,8 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="gaussian (default), epanechnikov, tricube, uniform, laplacian "
                              "or cauchy")
     parser.add_argument("--bandwidth", type=_bandwidth, default="cv", metavar="H",
-                        help="cv (default: exact leave-one-out), gcv, aicc, scott, silverman, "
-                             "a number, or one number per --x column (comma-separated)")
+                        help="cv (default: exact leave-one-out), gcv, aicc, dpi (the direct "
+                             "plug-in of KernSmooth's dpill: one --x, local linear), scott, "
+                             "silverman, a number, or one number per --x column "
+                             "(comma-separated)")
     parser.add_argument("--degree", type=int, default=1, choices=(0, 1, 2),
                         help="0: Nadaraya-Watson; 1: local linear (default); 2: local quadratic")
     parser.add_argument("--predict", type=Path, metavar="GRID.csv",
