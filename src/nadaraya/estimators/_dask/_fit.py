@@ -108,6 +108,7 @@ def fit_smoother(est: Any, X: Any, Y: Any, w: Any, persist: bool = False) -> np.
     Y = _frame.to_frame(Y, est._y_exp)
     omega = _frame.to_frame(w, w_exp)
     est._w_unit = _frame.unit(w_exp)
+    est._loo_unit = est._w_unit  # frequency weights: leaving a row out removes one sample
     if persist:
         X, Y, w, omega = _dask().persist(X, Y, w, omega)
     training = Training(X, Y, omega, est._weighted)
