@@ -22,7 +22,7 @@ import nadaraya  # noqa: E402
 
 project = "nadaraya"
 author = "the nadaraya developers"
-copyright = "the nadaraya developers"  # noqa: A001
+copyright = "the nadaraya developers"
 release = version = nadaraya.__version__
 
 extensions = [
@@ -35,8 +35,8 @@ extensions = [
     "sphinx_gallery.gen_gallery",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "_templates", "gallery/**/*.ipynb", "gallery/**/*.py", "gallery/**/*.zip",
-                    "gallery/**/*.json", "gallery/**/*.md5"]
+exclude_patterns = ["_build", "_templates", "gallery/**/*.ipynb", "gallery/**/*.py",
+                    "gallery/**/*.zip", "gallery/**/*.json", "gallery/**/*.md5"]
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 

@@ -36,7 +36,8 @@ for name, a, e in zip(model.feature_names_in_, ame, se, strict=True):
 # Categories have no slope: the effect of each level against the base level instead.
 for feature in ("female", "married"):
     levels, effects = model.level_effects(X, feature)
-    print(feature, {str(k): round(float(v), 3) for k, v in zip(levels, effects.mean(axis=0), strict=True)})
+    means = effects.mean(axis=0)
+    print(feature, {str(k): round(float(v), 3) for k, v in zip(levels, means, strict=True)})
 
 # %%
 # Racine's bootstrap test that marital status carries no information on the mean wage.

@@ -148,7 +148,8 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
                      subsample: int | None = None,
                      summary: Callable[[Any, Any], DataSummary] | None = None,
                      take: Callable[[Any, np.ndarray], np.ndarray] | None = None,
-                     discrete: np.ndarray | None = None) -> SearchResult:
+                     discrete: np.ndarray | None = None, smooth_out: bool = True
+                     ) -> SearchResult:
     """Search the bandwidth minimising a criterion (per feature when X has several).
 
     The start is ``1.06 sd n^(-1/(d+4))`` per feature (weighted sd, ``n`` the
@@ -199,6 +200,10 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
         ``e^t``, ``t = logit(lambda / upper)`` in ``[-LOGIT_BOUND, LOGIT_BOUND]``
         (see :mod:`._mixed`), started at ``t = 0``; the objective receives it
         as is. A feature with one level gets ``inf`` (smoothed out).
+    smooth_out : bool, default True
+        Whether the upper end of a continuous feature stands for ``h = inf``.
+        False keeps it the finite bound (a density, whose kernel ``K(x / h) / h``
+        vanishes as ``h`` grows, has no smoothed-out feature).
     """
     discrete = np.zeros(X.shape[1], dtype=bool) if discrete is None else discrete
     n, d = X.shape
@@ -208,18 +213,18 @@ def search_bandwidth(objective_for: Callable[[np.ndarray | None], Callable[[np.n
         rows = np.sort(np.random.RandomState(0).choice(n, subsample, replace=False))
         Xs, ws = (X[rows], w[rows]) if take is None else (take(X, rows), take(w, rows))
         first = _search(objective_for(rows), summarize(Xs, ws), scale=scale, xtol=1e-2,
-                        discrete=discrete)
+                        discrete=discrete, smooth_out=smooth_out)
         whole = summary(X, w)
         factor = math.exp((_frame.log_sum(ws) - whole.log_n) / (d + 4))
         result = _search(objective_for(None), whole, scale=scale, xtol=max(xtol, 1e-3),
                          start=first.bandwidth * np.where(discrete, 1.0, factor),
-                         discrete=discrete)
+                         discrete=discrete, smooth_out=smooth_out)
         result.history = first.history + result.history
         result.subsample = len(first.history)
         result.converged = first.converged and result.converged
         return result
     return _search(objective_for(None), summary(X, w), scale=scale, xtol=xtol,
-                   discrete=discrete)
+                   discrete=discrete, smooth_out=smooth_out)
 
 
 @dataclass
@@ -253,7 +258,7 @@ def summarize(X: np.ndarray, w: np.ndarray) -> DataSummary:
 
 def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
             scale: float, xtol: float, start: np.ndarray | None = None,
-            discrete: np.ndarray | None = None) -> SearchResult:
+            discrete: np.ndarray | None = None, smooth_out: bool = True) -> SearchResult:
     sd, span, gaps = data.sd, data.span, data.gaps
     d = span.shape[0]
     discrete = np.zeros(d, dtype=bool) if discrete is None else discrete
@@ -280,7 +285,7 @@ def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
         Not for a common factor: its upper end is where the first feature
         reaches its bound, no feature's own choice.
         """
-        return ~discrete & (h >= upper * (1.0 - 1e-12)) & (not common)
+        return ~discrete & (h >= upper * (1.0 - 1e-12)) & (smooth_out and not common)
 
     def full(h: np.ndarray) -> float:
         value = objective(np.where(active & ~smoothed(h), h, np.inf))

@@ -173,7 +173,7 @@ def search_density_bandwidth(
         return lambda s: objective(mixed.from_search(s))
 
     result = search_bandwidth(objective_for, X, w, scale=scale,
-                              discrete=None if mixed is None else discrete)
+                              discrete=None if mixed is None else discrete, smooth_out=False)
     h = result.bandwidth if mixed is None else mixed.from_search(result.bandwidth)
     single = [j for j, lev in enumerate(levels) if lev is not None and lev.size < 2]
     h = np.asarray(h, dtype=float).copy()
