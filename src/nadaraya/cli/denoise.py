@@ -349,6 +349,8 @@ def run(args: argparse.Namespace) -> int:
             )
 
     def convert(pages: list[Any]) -> list[Any]:
+        if args.out_dtype is None:  # the filters give the input's dtype, whatever it is
+            return pages
         with _about("--out-dtype"):
             return [convert_dtype(p, out_dtype, args.data_range, name="--out-dtype")
                     for p in pages]
