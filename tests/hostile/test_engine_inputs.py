@@ -249,7 +249,7 @@ FILTER_SCALES = {
     "nlm h": lambda img, s: non_local_means(img, s, 3, 2),
     "global nlm h": lambda img, s: non_local_means(img, s, 3, None),
     "bilateral sigma_color": lambda img, s: bilateral(img, s, 1.5),
-    "bilateral sigma_space": lambda img, s: bilateral(img, 0.3, s, radius=2),
+    "bilateral sigma_spatial": lambda img, s: bilateral(img, 0.3, s, radius=2),
     "kernel_regression h": lambda img, s: kernel_regression(img, s, radius=2),
 }
 
