@@ -203,8 +203,10 @@ def read_frame(path: Path, columns: Sequence[str], *, role: str = "DATA",
     if absent:
         names = ", ".join(_shown(str(c)) for c in list(frame.columns)[:20])
         more = f" and {frame.shape[1] - 20} more" if frame.shape[1] > 20 else ""
-        raise NadarayaError(f"column {_shown(absent[0])} is not in {role} {path}; its columns "
-                            f"are: {names}{more}.")
+        how = (f" when read with --sep {sep!r} (give the file's delimiter, or leave --sep "
+               "out to detect it)" if sep is not None else "")
+        raise NadarayaError(f"column {_shown(absent[0])} is not in {role} {path}{how}; its "
+                            f"columns are: {names}{more}.")
     frame = frame.loc[:, list(dict.fromkeys(columns))]
     levels = set(categorical) | set(ordered)
     for name in frame.columns:

@@ -63,7 +63,7 @@ def _seed(text: str) -> int:
 
 def _threads(text: str) -> int:
     value = count(1)(text)
-    cpus = os.cpucount() or 1
+    cpus = os.cpu_count() or 1
     if value > cpus:
         raise argparse.ArgumentTypeError(f"this machine has {cpus} CPU(s); give 1 to {cpus}, "
                                          f"not {text}")

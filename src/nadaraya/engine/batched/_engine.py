@@ -205,6 +205,8 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         distance = f"the {kernel.name} kernel's scores are not -||q - k||"
     elif dropout_p > 0:
         distance = "dropout runs in the streamed pass"
+    elif values.shape[-1] == 0:
+        distance = "the values have no features: there is nothing to sum"
     top = None
     if fused is None or distance is None:
         top = _too_large(values, centre)
