@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         bandwidth = bandwidth[0] if len(bandwidth) == 1 else np.array(bandwidth)
 
     if args.scheduler is not None or _too_large(args.data):
-        if inputs.framed:
+        if args.categorical or args.ordered or args.formula or args.sep:
             raise NadarayaError("--categorical, --ordered, --formula and --sep are not "
                                 "available with --scheduler or data larger than the "
                                 "working-memory budget; give numeric columns.")
