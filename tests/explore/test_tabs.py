@@ -133,7 +133,7 @@ def test_pixel_kernel_reproduces_the_filter(images: ImageTab, method: str) -> No
 
 def test_bilateral_pixel_kernel_against_naive_formula(images: ImageTab) -> None:
     images.method.value = "bilateral"
-    images.sigma_space.value = 1.5
+    images.sigma_spatial.value = 1.5
     images.select_pixel(40, 40)
     s, c, r = 1.5, float(images.sigma_color.value), 2
     win = images.noisy[40 - r:41 + r, 40 - r:41 + r]

@@ -7,7 +7,7 @@ steering kernel regression; before, after and difference are drawn with
 their PSNR (:func:`nadaraya.image.psnr`). A click on a pixel of the noisy
 image overlays its kernel over the window, computed with
 :func:`nadaraya.weights`: for the bilateral filter
-``Gaussian(sigma_space).on([0, 1]) * Gaussian(sigma_color).on([2])`` over
+``Gaussian(sigma_spatial).on([0, 1]) * Gaussian(sigma_color).on([2])`` over
 ``t = [row, column, value]``; for non-local means (box patches) a Gaussian of
 bandwidth ``patch_size * h / sqrt(2)`` over the patch vectors.
 """
@@ -123,7 +123,7 @@ class ImageTab:
         self.noise = pn.widgets.FloatSlider(name="Noise level (0-255)", start=1, end=60,
                                             value=20, step=1)
         self.method = pn.widgets.Select(name="Filter", options=list(METHODS), value="bilateral")
-        self.sigma_space = pn.widgets.FloatSlider(name="sigma_space (pixels)", start=0.5, end=5,
+        self.sigma_spatial = pn.widgets.FloatSlider(name="sigma_spatial (pixels)", start=0.5, end=5,
                                                   value=2.0, step=0.1)
         self.sigma_color = pn.widgets.FloatSlider(name="sigma_color", start=5, end=150,
                                                   value=50, step=1)
@@ -149,11 +149,11 @@ class ImageTab:
         self.figures["noisy"].on_event(Tap, lambda e: self._tapped(e.x, e.y))
         self.image.param.watch(lambda e: self.load(load_image(e.new)), "value")
         self.upload.param.watch(lambda e: self._uploaded(e.new), "value")
-        for widget in (self.noise, self.method, self.sigma_space, self.sigma_color, self.h,
+        for widget in (self.noise, self.method, self.sigma_spatial, self.sigma_color, self.h,
                        self.patch_size, self.search_radius, self.iterations):
             widget.param.watch(lambda e: self.compute(), "value")
         self.panel = pn.Row(
-            pn.Column(self.image, self.upload, self.noise, self.method, self.sigma_space,
+            pn.Column(self.image, self.upload, self.noise, self.method, self.sigma_spatial,
                       self.sigma_color, self.h, self.patch_size, self.search_radius,
                       self.iterations, self.status, width=300),
             pn.Row(*self.figures.values()), name="Images", sizing_mode="stretch_width")
@@ -181,7 +181,7 @@ class ImageTab:
         recipe, or for non-local means those of :func:`nadaraya.image.non_local_means`."""
         method = METHODS[self.method.value]
         if method == "bilateral":
-            return {"sigma_space": float(self.sigma_space.value),
+            return {"sigma_spatial": float(self.sigma_spatial.value),
                     "sigma_color": float(self.sigma_color.value)}
         if method == "nlm":
             return {"h": float(self.h.value), "patch_size": int(self.patch_size.value),
@@ -249,7 +249,7 @@ class ImageTab:
             "dw": [weights.shape[1]], "dh": [weights.shape[0]]}
 
     def _bilateral_kernel(self, row: int, col: int) -> tuple[np.ndarray, np.ndarray]:
-        s_space, s_color = float(self.sigma_space.value), float(self.sigma_color.value)
+        s_space, s_color = float(self.sigma_spatial.value), float(self.sigma_color.value)
         radius = max(round(1.5 * s_space), 1)
         pad = max(radius, 1)
         padded = np.pad(self.noisy, pad, mode="reflect")
