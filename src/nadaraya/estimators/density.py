@@ -80,7 +80,7 @@ array of shape (n_features,), default "cv_ml"
     cv_score_ : float or None
         The criterion at ``bandwidth_`` when it was searched.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Only for DataFrames with string column names.
 
     Notes
