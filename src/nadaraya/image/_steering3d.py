@@ -31,10 +31,11 @@ import torch
 
 from .._errors import NadarayaError
 from ..engine.grid import Block, pad, run_blocks, window_offsets
-from ..kernels.quadratic import QuadraticKernel, classic_kernel, gaussian_patch, nlm_kernel
+from ..kernels.quadratic import classic_kernel, gaussian_patch, nlm_kernel
 from ._layout import VolumeImage
 from ._poly import fit_numbers, local_fit
 from ._progress import tracked
+from ._steer import steer
 from .regression import default_radius
 
 __all__ = ["skr_volume", "steering_field_3d", "steering_matrices_3d"]
@@ -195,21 +196,11 @@ def skr_volume(vol: VolumeImage, *, h: float, iterations: int, sigma: float | No
             guide = filter_region(source, kernel_nlm, search, "reflect")
         else:
             guide = source
-        fit = local_fit(guide, classic_kernel(initial_h, 3), first, 2)
-        for it in range(iterations):
-            assert fit.gradient is not None
-            field, log_weight = steering_field_3d(fit.gradient * to255, h, window,
-                                                  dtype=data.dtype, **structure)
-            del fit
-            kernel = QuadraticKernel(None, photometric, position_field=field,
-                                     key_log_weight=log_weight, ndim=3)
-            del field, log_weight
-            last = it == iterations - 1
-            fit = local_fit(source, kernel, offsets, order if last else 2,
-                            guide=None if photometric is None else guide)
-            del kernel
-            source = guide = fit.value
-        return source
+        return steer(source, guide, local_fit(guide, classic_kernel(initial_h, 3), first, 2),
+                     iterations=iterations, photometric=photometric, offsets=offsets,
+                     order=order, ndim=3,
+                     field_of=lambda g: steering_field_3d(g * to255, h, window,
+                                                          dtype=data.dtype, **structure))
 
     halo = pilot_halo + int(first.abs().max()) + iterations * (window + radius)
     per_pixel = data.element_size() * _numbers(data.shape[0])

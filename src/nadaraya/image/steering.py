@@ -42,13 +42,14 @@ import torch
 
 from .._errors import NadarayaError
 from ..engine.grid import Block, pad, peak_exponent, run_blocks, scale_pow2, window_offsets
-from ..kernels.quadratic import QuadraticKernel, classic_kernel, nlm_kernel
+from ..kernels.quadratic import classic_kernel, nlm_kernel
 from ._dask import dask_image, is_dask, map_image
 from ._dask import data_range as data_range_dask
 from ._io import as_image, check_positive, data_range_of
 from ._layout import apply_layout, needs_layout
 from ._poly import fit_numbers, local_fit
 from ._progress import tracked
+from ._steer import steer
 from .regression import check_order, default_radius
 
 __all__ = ["steering_field", "steering_kernel_regression", "steering_matrices"]
@@ -484,21 +485,12 @@ def steering_kernel_regression(
     def region(source: torch.Tensor, block: Block, extras: Sequence[torch.Tensor] = ()
                ) -> torch.Tensor:
         guide = pilot_of(source, extras)
-        fit = local_fit(guide, classic_kernel(initial_h), first_offsets, 2)
-        for it in range(iterations):
-            assert fit.gradient is not None
-            field, log_weight = steering_field(fit.gradient * to255, h, window, **structure,
-                                               dtype=img.compute if dask else img.data.dtype)
-            del fit
-            kernel = QuadraticKernel(None, photometric, position_field=field,
-                                     key_log_weight=log_weight, ndim=2)
-            del field, log_weight
-            last = it == iterations - 1
-            fit = local_fit(source, kernel, offsets, order if last else 2,
-                            guide=None if photometric is None else guide)
-            del kernel
-            source = guide = fit.value
-        return source
+        dtype = img.compute if dask else img.data.dtype
+        return steer(source, guide, local_fit(guide, classic_kernel(initial_h), first_offsets, 2),
+                     iterations=iterations, photometric=photometric, offsets=offsets,
+                     order=order, ndim=2,
+                     field_of=lambda g: steering_field(g * to255, h, window, **structure,
+                                                       dtype=dtype))
 
     # an output depends on the pilot's halo, the first fit's window, and per iteration
     # the gradient window behind each C and the steering fit's window: one pass over the
