@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from .._errors import NadarayaError
 from ..engine import EMPTY_POLICIES, smooth, weights
@@ -177,11 +177,7 @@ class KernelSmoother(BaseEstimator):
         """Choose the bandwidth, run the final leave-one-out pass, store the fit."""
         h_param = self._check_params(X.shape[1])
         analytic = self._analytic()
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        keep = w > 0
-        if not keep.any():
-            raise NadarayaError("sample_weight is zero for every sample; give some samples "
-                                "positive weight.")
+        w, keep = _frame.positive_weights(sample_weight, X)
         self._weighted = sample_weight is not None
         X, Y, w = X[keep], Y[keep], w[keep]
         self._mixed = mixed_types(self._types, getattr(self, "ukernel", "aitchison-aitken"),

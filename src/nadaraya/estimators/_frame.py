@@ -26,11 +26,15 @@ row out removes all of its weight (:func:`units`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from sklearn.utils.validation import _check_sample_weight
 
 from .._errors import NadarayaError
 
-__all__ = ["WEIGHT_TYPES", "exponent", "from_frame", "is_analytic", "log_sum", "to_frame",
+__all__ = ["WEIGHT_TYPES", "exponent", "from_frame", "is_analytic", "log_sum",
+           "positive_weights", "to_frame",
            "unit", "units"]
 
 #: What ``sample_weight`` means (the estimators' ``weight_type``): ``"frequency"``, an integer
@@ -126,3 +130,17 @@ def units(w: np.ndarray, omega: np.ndarray, e: int, analytic: bool
         return w, one, one
     mean = float(np.mean(omega))
     return omega / mean, mean, np.inf
+
+
+def positive_weights(sample_weight: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The checked weights ``(n,)`` and the rows that carry weight ``(n,)`` of bool.
+
+    Ones when ``sample_weight`` is None; a weight of zero leaves its row out of
+    the fit, and no weight at all is an error.
+    """
+    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    keep = w > 0
+    if not keep.any():
+        raise NadarayaError("sample_weight is zero for every sample; give some samples "
+                            "positive weight.")
+    return w, keep

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._errors import NadarayaError
 from ..engine.certified import check_tolerance
+from . import _frame
 from ._bandwidth import rule_bandwidth
 from ._conditional import ConditionalModel, conditional_cv_ml
 from ._density_fit import (
@@ -122,11 +123,7 @@ default "cv_ml"
         Y = self._y(y, X.shape[0])
         xt = check_var_types(self.var_types, X.shape[1]) or "c" * X.shape[1]
         yt = check_var_types(self.dep_types, Y.shape[1]) or "c" * Y.shape[1]
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        keep = w > 0
-        if not keep.any():
-            raise NadarayaError("sample_weight is zero for every sample; give some samples "
-                                "positive weight.")
+        w, keep = _frame.positive_weights(sample_weight, X)
         k = Y.shape[1]
         Z = np.column_stack([Y, X])[keep]
         w = w[keep]

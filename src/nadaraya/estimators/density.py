@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._errors import NadarayaError
 from ..engine.certified import check_tolerance
+from . import _frame
 from ._density_cv import CV_CRITERIA, check_cv_ls, log_kernel_sums, objective_for
 from ._density_fit import (
     check_method,
@@ -154,11 +155,7 @@ array of shape (n_features,), default "cv_ml"
         tol = check_tolerance(self.tolerance)
         X = validate_data(self, self._code(X), dtype=np.float64)
         types = check_var_types(self._types, X.shape[1]) or "c" * X.shape[1]
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        keep = w > 0
-        if not keep.any():
-            raise NadarayaError("sample_weight is zero for every sample; give some samples "
-                                "positive weight.")
+        w, keep = _frame.positive_weights(sample_weight, X)
         X, w = X[keep], w[keep]
         levels = levels_of(X, types)
         method = check_method(self.bandwidth)
