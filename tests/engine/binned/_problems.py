@@ -37,9 +37,9 @@ def profile(name: str, r2: np.ndarray) -> np.ndarray:
 
 def exact(job: Job, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact float64 ``total (m,)``, ``acc (m, p)``, and ``sum |K v| (m, p)`` for the slack."""
-    q = job.kernel.q.detach().double().numpy()
-    k = job.kernel.k.detach().double().numpy()
-    v = job.values.detach().double().numpy()
+    q = job.kernel.q.detach().double().cpu().numpy()
+    k = job.kernel.k.detach().double().cpu().numpy()
+    v = job.values.detach().double().cpu().numpy()
     r2 = np.zeros((q.shape[0], k.shape[0]))
     for a in range(q.shape[1]):
         r2 += np.square(q[:, a, None] - k[None, :, a])
@@ -57,6 +57,7 @@ def make_job(queries: Any, keys: Any, values: Any, kernel: Any, bandwidth: Any) 
 def check_bounds(job: Job, name: str, sums: Sums) -> None:
     """Every sum within its bound of the oracle (plus the oracle's own rounding)."""
     total, acc, mass = exact(job, name)
+    sums = Sums(*(x.cpu() for x in (sums.total, sums.acc, sums.total_err, sums.acc_err)))
     n = job.n
     slack = 1e-12 * total + 1e-300  # the oracle's rounding: n u (1 + r2) of each term
     err_t = np.abs(sums.total.numpy() - total)

@@ -60,16 +60,16 @@ def test_keys_binned_in_blocks_match_to_rounding(rng: np.random.Generator) -> No
     job = make_job(rng.uniform(0, 1, 50), rng.uniform(0, 1, 2000),
                    rng.standard_normal((2000, 3)), "gaussian", 0.05)
     grid = METHOD._grid(job, 1e-4)
-    keys, values = job.kernel.k.double().numpy(), job.values.double().numpy()
+    keys, values = job.kernel.k.double(), job.values.double()
     whole, crowd = bin_keys(grid, keys, values, compiled=False)
     parts, crowd_parts = bin_keys(grid, keys, values, rows=77, compiled=False)
     assert crowd_parts == crowd
-    np.testing.assert_allclose(parts, whole, rtol=0, atol=1e-12 * np.abs(whole).max())
+    torch.testing.assert_close(parts, whole, rtol=0, atol=1e-12 * float(whole.abs().max()))
 
 
 @pytest.mark.parametrize("p", [0, 1, 3])
 @pytest.mark.parametrize("kind", ["uniform", "clustered", "edges"])
-def test_compiled_binning_is_the_numpy_binning(rng: np.random.Generator, p: int,
+def test_compiled_binning_is_the_tensor_binning(rng: np.random.Generator, p: int,
                                                kind: str) -> None:
     # the same sums in the same order: bit for bit, keys on nodes and beyond them included
     keys = {"uniform": rng.uniform(0, 1, 3000),
@@ -78,15 +78,16 @@ def test_compiled_binning_is_the_numpy_binning(rng: np.random.Generator, p: int,
     job = make_job(rng.uniform(0, 1, 20), keys, rng.standard_normal((keys.size, p)) * 1e3,
                    "gaussian", 0.05)
     grid = METHOD._grid(job, 1e-4)
-    k, v = job.kernel.k.double().numpy(), job.values.double().numpy()
-    beyond = np.r_[k, [[float(grid.origin[0]) - 3.0], [float(grid.origin[0]) + 1e6]]]
-    vb = np.r_[v, np.ones((2, p))]
+    k, v = job.kernel.k.double(), job.values.double()
+    beyond = torch.cat([k, torch.tensor([[float(grid.origin[0]) - 3.0],
+                                         [float(grid.origin[0]) + 1e6]], dtype=torch.float64)])
+    vb = torch.cat([v, torch.ones(2, p, dtype=torch.float64)])
     if _library() is None:
         pytest.skip("no compiled code on this machine (NADARAYA_NATIVE=0 or no compiler)")
     for points, vals in ((k, v), (beyond, vb)):
         c_masses, c_crowd = bin_keys(grid, points, vals)
         n_masses, n_crowd = bin_keys(grid, points, vals, compiled=False)
-        np.testing.assert_array_equal(c_masses, n_masses)
+        assert torch.equal(c_masses, n_masses)
         assert c_crowd == n_crowd
 
 

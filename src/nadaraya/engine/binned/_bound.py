@@ -113,44 +113,48 @@ __all__ = ["assemble", "fft_rounding"]
 _U = 2.0**-53
 
 
-def fft_rounding(x: np.ndarray, kernel: tuple[float, float], size: int, d: int) -> float:
+def fft_rounding(x: torch.Tensor, kernel: tuple[float, float], size: int, d: int) -> float:
     """Bound on each entry's rounding error in the FFT convolution of ``x`` with a kernel.
 
     ``kernel`` holds the kernel's ``(||k||_1, ||k||_2)``; ``size`` is the FFT's length.
     """
     eps = 32.0 * _U * (math.log2(size) + 2.0 * d)
-    x1, x2 = float(np.abs(x).sum()), float(np.sqrt(np.square(x).sum()))
+    x1, x2 = (float(torch.linalg.vector_norm(x, ord=o)) for o in (1, 2))
     k1, k2 = kernel
     return eps * (2.5 * x2 * k1 + x1 * k2) * (1.0 + eps * math.sqrt(size)) * (1.0 + SLACK)
 
 
-def assemble(profile: Profile, grid: Grid, box: tuple[np.ndarray, np.ndarray],
-             queries: np.ndarray, weight: np.ndarray, vmax: np.ndarray, rounding: np.ndarray,
-             mass_rel: float, inside: np.ndarray, sums: np.ndarray, whole: np.ndarray) -> Sums:
+def assemble(profile: Profile, grid: Grid, box: tuple[torch.Tensor, torch.Tensor],
+             queries: torch.Tensor, weight: list[float], vmax: list[float],
+             rounding: list[float], mass_rel: float, inside: torch.Tensor, sums: torch.Tensor,
+             whole: torch.Tensor) -> Sums:
     """The sums and their bounds for every query (step 7 of the module docstring).
+
+    Every tensor is float64 (``inside`` and ``whole`` bool) on the queries' device.
 
     Parameters
     ----------
-    box : (np.ndarray, np.ndarray) of shape (d,) each
+    box : (torch.Tensor, torch.Tensor) of shape (d,) each
         The keys' smallest and largest coordinates.
-    queries : np.ndarray of shape (m, d)
-    weight : np.ndarray of shape (p + 1,)
+    queries : torch.Tensor of shape (m, d)
+    weight : list of float, length p + 1
         ``W``: ``n`` for the weights 1, then ``sum_j |v_jc|`` per column.
-    vmax : np.ndarray of shape (p,)
+    vmax : list of float, length p
         ``V_c = max_j |v_jc|``.
-    rounding : np.ndarray of shape (p + 1,)
+    rounding : list of float, length p + 1
         ``rho_c``: the FFT rounding of each convolved column.
     mass_rel : float
         ``eta``, the relative rounding of the masses.
-    inside : np.ndarray of shape (m,), bool
+    inside : torch.Tensor of shape (m,), bool
         Queries on the nodes' box.
-    sums : np.ndarray of shape (p + 2, m_inside)
+    sums : torch.Tensor of shape (p + 2, m_inside)
         Their interpolated ``total``, ``acc_c``, then the bound ``I B``.
-    whole : np.ndarray of shape (m_inside,), bool
+    whole : torch.Tensor of shape (m_inside,), bool
         Whether the truncation left nothing out at the query's corners.
     """
-    m, p = queries.shape[0], weight.shape[0] - 1
+    m, p = queries.shape[0], len(weight) - 1
     d, delta, n = grid.d, grid.delta, float(weight[0])
+    device = queries.device
     factor = 1.0 + 2.0 * mass_rel + SLACK
     radius = min(grid.reach) * delta
     cut = float(profile.value(np.float64(radius * radius))) * (1.0 + SLACK)
@@ -158,15 +162,17 @@ def assemble(profile: Profile, grid: Grid, box: tuple[np.ndarray, np.ndarray],
     tail = float(envelope(profile, lo, np.float64(np.inf), lo * lo, delta, d, grid.pos_err,
                           mass_rel))
     everywhere = bool(inside.all())
-    total = sums[0] if everywhere else np.zeros(m)
-    acc = np.zeros((p, m))
-    total_err, acc_err = np.empty(m), np.empty((p, m))
+    partial = not bool(whole.all())
+    out = (~whole).to(torch.float64) if partial else None
+    total = sums[0] if everywhere else queries.new_zeros(m)
+    acc = queries.new_zeros(p, m)
+    total_err, acc_err = queries.new_empty(m), queries.new_empty(p, m)
 
     # queries on the grid: e_0 = F (I B + rho_0 + out n (cut + tail)), then rounding
-    bound, size = sums[-1], np.abs(sums[0])
+    bound, size = sums[-1], sums[0].abs()
     e0 = bound + rounding[0]
-    if not whole.all():
-        e0 += (~whole) * (n * (cut + tail))
+    if out is not None:
+        e0 += out * (n * (cut + tail))
     e0 *= factor
     err = size * (16.0 * _U)
     err += e0 * (1.0 + 32.0 * _U)
@@ -177,8 +183,8 @@ def assemble(profile: Profile, grid: Grid, box: tuple[np.ndarray, np.ndarray],
     for c in range(p):
         ec = bound * (factor * vmax[c])
         ec += factor * rounding[1 + c]
-        if not whole.all():
-            ec += (~whole) * (factor * (vmax[c] * n * tail + weight[1 + c] * cut))
+        if out is not None:
+            ec += out * (factor * (vmax[c] * n * tail + weight[1 + c] * cut))
         err = size * (16.0 * _U * vmax[c])
         err += ec * (1.0 + 32.0 * _U)
         _put(acc_err[c], inside, everywhere, err)
@@ -188,15 +194,16 @@ def assemble(profile: Profile, grid: Grid, box: tuple[np.ndarray, np.ndarray],
         # beyond the grid: nothing computed, bounded by the nearest possible key
         far = queries[~inside]
         low, high = box
-        gap = np.maximum(np.maximum(low - far, far - high), 0.0)
-        near = profile.value(np.square(gap).sum(axis=1) * (1.0 - 1e-12)) * factor
+        gap = torch.maximum(torch.maximum(low - far, far - high), far.new_zeros(()))
+        r2 = (gap.square().sum(dim=1) * (1.0 - 1e-12)).cpu().numpy()
+        near = torch.from_numpy(profile.value(r2) * factor).to(device)
         total_err[~inside] = n * near
-        acc_err[:, ~inside] = weight[1:, None] * near
-    return Sums(torch.from_numpy(total), torch.from_numpy(np.ascontiguousarray(acc.T)),
-                torch.from_numpy(total_err), torch.from_numpy(np.ascontiguousarray(acc_err.T)))
+        acc_err[:, ~inside] = torch.tensor(weight[1:], dtype=torch.float64,
+                                           device=device)[:, None] * near
+    return Sums(total, acc.T.contiguous(), total_err, acc_err.T.contiguous())
 
 
-def _put(out: np.ndarray, rows: np.ndarray, everywhere: bool, x: np.ndarray) -> None:
+def _put(out: torch.Tensor, rows: torch.Tensor, everywhere: bool, x: torch.Tensor) -> None:
     if everywhere:
         out[:] = x
     else:

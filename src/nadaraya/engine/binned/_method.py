@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..._config import get_config
@@ -29,10 +28,6 @@ _NS_PER_OPERATION = 0.25
 _SLOW_NS = 1e9
 
 
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to(dtype=torch.float64).numpy()
-
-
 class BinnedMethod:
     """Kernel sums by linear binning and FFT convolution, with a proven bound per query.
 
@@ -47,9 +42,11 @@ class BinnedMethod:
 
     Serves radial kernels with a bounded interpolation error (Gaussian,
     Laplacian, Cauchy, Epanechnikov, tricube) in 1 or 2 kernel dimensions, on
-    CPU, without mask or gradients. The cell is the largest whose bound for a
-    query amid keys of uniform density is ``tolerance / 4`` of its total; the
-    grid's arrays count against ``working_memory``.
+    the CPU or a CUDA device (where the data is: binning by ``index_add_``,
+    cuFFT, the bounds assembled there), without mask or gradients. The cell
+    is the largest whose bound for a query amid keys of uniform density is
+    ``tolerance / 4`` of its total; the grid's arrays count against
+    ``working_memory``.
 
     Examples
     --------
@@ -127,7 +124,8 @@ class BinnedMethod:
                                 "engine (engine='auto' without tolerance).")
         profile = self._profile(job)
         grid = self._grid(job, tolerance)
-        keys, values = _numpy(job.kernel.k), _numpy(job.values)
+        keys = job.kernel.k.detach().to(torch.float64)
+        values = job.values.detach().to(torch.float64)
         workers = max(1, torch.get_num_threads())
 
         masses, crowd = bin_keys(grid, keys, values,
@@ -136,24 +134,19 @@ class BinnedMethod:
         kernel, env = kernel_quadrants(profile, grid, mass_rel)
         nodes = convolve(grid, masses, kernel, env, workers)
         sizes = norms(kernel)
-        rounding = np.array([fft_rounding(masses[c], sizes, grid.size, grid.d)
-                             for c in range(masses.shape[0])])
-        np.maximum(nodes[-1], 0.0, out=nodes[-1])
+        rounding = [fft_rounding(masses[c], sizes, grid.size, grid.d)
+                    for c in range(masses.shape[0])]
+        nodes[-1].clamp_(min=0.0)
         nodes[-1] += fft_rounding(masses[0], norms(env), grid.size, grid.d)
         del masses
 
-        # sum_j |v_jc| and max_j |v_jc| per column, without an (n, p) temporary
-        magnitude = np.zeros(job.p)
-        vmax = np.zeros(job.p)
-        step = block_rows(job)
-        for start in range(0, job.n, step):
-            part = np.abs(values[start:start + step])
-            magnitude += part.sum(axis=0)
-            np.maximum(vmax, part.max(axis=0, initial=0.0), out=vmax)
-        weight = np.concatenate([[float(job.n)], magnitude * (1 + job.n * _U)])
-        box = (keys.min(axis=0), keys.max(axis=0))
-        return PreparedGrid(profile, grid, nodes, box, weight, vmax, rounding, mass_rel,
-                            job.kernel.q)
+        # sum_j |v_jc| and max_j |v_jc| per column, in one pass each and no temporary
+        magnitude = torch.linalg.vector_norm(values, ord=1, dim=0)
+        vmax = torch.linalg.vector_norm(values, ord=math.inf, dim=0)
+        weight = [float(job.n), *(magnitude * (1 + job.n * _U)).tolist()]
+        box = torch.aminmax(keys, dim=0)
+        return PreparedGrid(profile, grid, nodes, box, weight, vmax.tolist(), rounding,
+                            mass_rel, job.kernel.q)
 
     # -- helpers ---------------------------------------------------------------
     @staticmethod
@@ -174,8 +167,12 @@ class BinnedMethod:
 
     def _grid(self, job: Job, tolerance: float) -> Grid:
         profile = self._profile(job)
-        return job.kernel.cached(f"binned_grid:{tolerance!r}", lambda: make_grid(
-            profile, _numpy(job.kernel.k), tolerance))
+        def build() -> Grid:
+            k = job.kernel.k.detach()
+            low, high = (x.to(torch.float64).cpu().numpy() for x in (k.amin(0), k.amax(0)))
+            return make_grid(profile, low, high, tolerance)
+
+        return job.kernel.cached(f"binned_grid:{tolerance!r}", build)
 
     @staticmethod
     def _unsupported(job: Job, tolerance: float) -> str | None:
@@ -187,8 +184,9 @@ class BinnedMethod:
                     "supported (use an exact engine)")
         if job.requires_grad:
             return "binned sums carry no gradients (use an exact engine to train)"
-        if job.device.type != "cpu":
-            return f"binning runs on CPU; the data is on {job.device.type}"
+        if job.device.type not in ("cpu", "cuda"):
+            return (f"binning runs on the CPU or a CUDA device (it sums in float64); the data "
+                    f"is on {job.device.type}")
         kernel = job.kernel.kernel
         if isinstance(kernel, Uniform):
             return ("the uniform kernel jumps at r = 1, so linear interpolation of it does "
@@ -209,9 +207,10 @@ class PreparedGrid:
     ``queries`` ``(m, d)`` are the job's prepared ones.
     """
 
-    def __init__(self, profile: Profile, grid: Grid, nodes: np.ndarray,
-                 box: tuple[np.ndarray, np.ndarray], weight: np.ndarray, vmax: np.ndarray,
-                 rounding: np.ndarray, mass_rel: float, queries: torch.Tensor) -> None:
+    def __init__(self, profile: Profile, grid: Grid, nodes: torch.Tensor,
+                 box: tuple[torch.Tensor, torch.Tensor], weight: list[float],
+                 vmax: list[float], rounding: list[float], mass_rel: float,
+                 queries: torch.Tensor) -> None:
         self.profile, self.grid, self.nodes, self.box = profile, grid, nodes, box
         self.weight, self.vmax, self.rounding, self.mass_rel = weight, vmax, rounding, mass_rel
         self.queries = queries
@@ -222,7 +221,7 @@ class PreparedGrid:
         Each query's numbers depend on its own position only: any blocks give the
         same bits.
         """
-        queries = _numpy(self.queries[rows])
+        queries = self.queries[rows].detach().to(torch.float64)
         inside, at, whole = interpolate(self.grid, self.nodes, queries)
         return assemble(self.profile, self.grid, self.box, queries, self.weight, self.vmax,
                         self.rounding, self.mass_rel, inside, at, whole)

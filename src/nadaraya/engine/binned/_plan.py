@@ -95,16 +95,15 @@ def _fast_length(n: int) -> int:
     return scipy.fft.next_fast_len(n, real=True) if n < 2**40 else n
 
 
-def make_grid(profile: Profile, keys: np.ndarray, tolerance: float) -> Grid:
-    """The grid for ``keys (n, d)`` (kernel coordinates) at ``tolerance``.
+def make_grid(profile: Profile, low: np.ndarray, high: np.ndarray, tolerance: float) -> Grid:
+    """The grid at ``tolerance`` for keys spanning ``low .. high`` (each ``(d,)``, kernel units).
 
     The cell size is the largest whose bulk ratio (:func:`._envelope.bulk_ratio`)
     is at most ``tolerance / 4``; the kernel is truncated where it falls below
     ``tolerance / 1024`` of a bulk total's share of one key, capped at the keys'
     extent plus ``8`` bandwidths.
     """
-    d = keys.shape[1]
-    low, high = keys.min(axis=0), keys.max(axis=0)
+    d = low.shape[0]
     spans = high - low
     volume = float(np.prod(spans + 2.0))
     # mass of the kernel within radius 1/2 (a lower bound of its integral)

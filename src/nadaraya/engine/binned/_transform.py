@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.fft
+import torch
 
 from .. import native
 from ._envelope import box_radii, envelope
@@ -19,81 +20,101 @@ __all__ = ["bin_keys", "convolve", "interpolate", "kernel_quadrants", "norms"]
 _SOURCE = Path(__file__).parent / "binning.c"
 
 
-def _corners(i: np.ndarray, f: np.ndarray,
-             shape: tuple[int, ...]) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
-    """Flat index of each point's first corner, and ``(offset, weight)`` per corner."""
+def _offsets(shape: tuple[int, ...]) -> list[int]:
+    """Flat offset of each corner of a cell from its first corner (row-major ``shape``)."""
+    return [0, 1] if len(shape) == 1 else [0, 1, shape[1], shape[1] + 1]
+
+
+def _corners(i: torch.Tensor, f: torch.Tensor,
+             shape: tuple[int, ...]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Flat index of each point's first corner, and its weight per corner (see :func:`_offsets`)."""
     if len(shape) == 1:
-        return i[:, 0], [(0, 1.0 - f[:, 0]), (1, f[:, 0])]
+        return i[:, 0], [1.0 - f[:, 0], f[:, 0]]
     f0, f1 = f[:, 0], f[:, 1]
     g0, g1 = 1.0 - f0, 1.0 - f1
     flat = i[:, 0] * shape[1] + i[:, 1]
-    return flat, [(0, g0 * g1), (1, g0 * f1), (shape[1], f0 * g1), (shape[1] + 1, f0 * f1)]
+    return flat, [g0 * g1, g0 * f1, f0 * g1, f0 * f1]
 
 
-def bin_keys(grid: Grid, keys: np.ndarray, values: np.ndarray,
-             rows: int | None = None, *, compiled: bool = True) -> tuple[np.ndarray, int]:
-    """Linear binning of the weights 1 and of each value column.
+def _grid_coordinates(grid: Grid, points: torch.Tensor, shift: tuple[int, ...]) -> torch.Tensor:
+    """``(x - origin) / delta + shift`` per coordinate, in that order of operations."""
+    t = points - torch.as_tensor(grid.origin, dtype=torch.float64, device=points.device)
+    t /= grid.delta
+    if any(shift):
+        t += torch.as_tensor(shift, dtype=torch.float64, device=points.device)
+    return t
+
+
+def bin_keys(grid: Grid, keys: torch.Tensor, values: torch.Tensor,
+             rows: int | None = None, *, compiled: bool = True) -> tuple[torch.Tensor, int]:
+    """Linear binning of the weights 1 and of each value column, on the keys' device.
 
     Parameters
     ----------
-    keys : np.ndarray of shape (n, d)
-    values : np.ndarray of shape (n, p)
+    keys : torch.Tensor of shape (n, d), float64
+    values : torch.Tensor of shape (n, p), float64, on the keys' device
     rows : int, optional
-        Keys binned at a time (default: all); each block's products are summed
-        per node and added to the masses, so memory is ``O(rows)`` beyond them.
+        Keys binned at a time (default: all); each block's products are added
+        per node and corner role, so memory is ``O(rows)`` beyond the masses.
     compiled : bool, default True
-        In one dimension, bin with the compiled loop (``binning.c``) where it
-        is available: one pass per column, ``O(grid)`` memory, the sums of
-        the NumPy path in one block (``rows`` is then not used).
+        On the CPU in one dimension, bin with the compiled loop
+        (``binning.c``) where it is available: one pass per column, ``O(grid)``
+        memory, the sums of the tensor path in one block (``rows`` is then
+        not used).
 
     Returns
     -------
-    masses : np.ndarray of shape (p + 1, *grid.nodes)
+    masses : torch.Tensor of shape (p + 1, *grid.nodes), float64
         ``masses[0]`` the binned weights 1, ``masses[1 + c]`` column ``c``.
     crowd : int
         At least the most keys in one cell: each node's mass is ``2^d`` sums
-        (one per corner role) of at most ``crowd`` products each, added up (in
-        blocks or not, a sum of ``k`` nonzero products takes at most ``k - 1``
-        roundings: adding a block's zero is exact).
+        (one per corner role, each accumulated separately) of at most
+        ``crowd`` products each, added up. A sum of ``k`` products has at most
+        ``k - 1`` roundings in any order, so blocks of keys and the unordered
+        additions of a GPU keep the bound.
     """
     size = math.prod(grid.nodes)
-    n = keys.shape[0]
-    lib = _library() if compiled and grid.d == 1 and size >= 2 else None
+    n, p = keys.shape[0], values.shape[1]
+    device = keys.device
+    lib = (_library() if compiled and device.type == "cpu" and grid.d == 1 and size >= 2
+           else None)
     if lib is not None:  # one pass per column in C, the same sums as below
-        masses = np.empty((values.shape[1] + 1, size))
-        x = np.ascontiguousarray(keys[:, 0], dtype=np.float64)
-        v = np.ascontiguousarray(values, dtype=np.float64)
-        scratch = np.empty(size)
-        lib.nadaraya_linbin1(n, v.shape[1], x.ctypes.data, v.ctypes.data,
-                             float(grid.origin[0]), float(grid.delta), size,
-                             masses.ctypes.data, scratch.ctypes.data)
+        masses = torch.empty(p + 1, size, dtype=torch.float64)
+        x = keys[:, 0].contiguous()
+        v = values.contiguous()
+        scratch = torch.empty(size, dtype=torch.float64)
+        lib.nadaraya_linbin1(n, p, x.data_ptr(), v.data_ptr(), float(grid.origin[0]),
+                             float(grid.delta), size, masses.data_ptr(), scratch.data_ptr())
         del scratch
         return masses.reshape(-1, *grid.nodes), _crowd(masses[0], grid)
-    masses = np.zeros((values.shape[1] + 1, size))
+    corners = 2**grid.d
+    # one accumulator per column and corner role: each adds at most `crowd` products
+    roles = torch.zeros(p + 1, corners, size, dtype=torch.float64, device=device)
     step = max(1, n if rows is None else rows)
     for start in range(0, n, step):
-        t = keys[start:start + step] - grid.origin
-        t /= grid.delta
-        i, f = _split(t, grid.nodes)
-        del t
-        flat, corners = _corners(i, f, grid.nodes)
+        i, f = _split(_grid_coordinates(grid, keys[start:start + step], ()), grid.nodes)
+        flat, weights = _corners(i, f, grid.nodes)
         del i, f
-        product = np.empty(flat.shape[0])
         part = values[start:start + step]
-        for c in range(values.shape[1] + 1):
-            for offset, weight in corners:
-                w = weight if c == 0 else np.multiply(weight, part[:, c - 1], out=product)
-                masses[c, offset:] += np.bincount(flat, w, minlength=size)[: size - offset]
+        for c in range(p + 1):
+            for role, weight in enumerate(weights):
+                w = weight if c == 0 else weight * part[:, c - 1]
+                roles[c, role].index_add_(0, flat, w)
+    masses = roles[:, 0].clone()
+    for role, offset in enumerate(_offsets(grid.nodes)[1:], start=1):
+        masses[:, offset:] += roles[:, role, : size - offset]
+    del roles
     return masses.reshape(-1, *grid.nodes), _crowd(masses[0], grid)
 
 
-def _crowd(ones: np.ndarray, grid: Grid) -> int:
+def _crowd(ones: torch.Tensor, grid: Grid) -> int:
     """At least the most keys in one cell, from the binned weights 1 ``(size,)``."""
     # a cell's keys put all their weight on its corners
     cell = ones.reshape(grid.nodes)
     for axis in range(grid.d):
-        cell = np.delete(cell, -1, axis) + np.delete(cell, 0, axis)
-    return math.ceil(float(cell.max()) * (1.0 + 1e-9)) + 1 if cell.size else 1
+        length = cell.shape[axis]
+        cell = cell.narrow(axis, 0, length - 1) + cell.narrow(axis, 1, length - 1)
+    return math.ceil(float(cell.max()) * (1.0 + 1e-9)) + 1 if cell.numel() else 1
 
 
 def _library() -> ctypes.CDLL | None:
@@ -152,85 +173,102 @@ def norms(quadrant: np.ndarray) -> tuple[float, float]:
     return float((mult * a).sum()), float(np.sqrt((mult * a * a).sum()))
 
 
-def convolve(grid: Grid, masses: np.ndarray, kernel: np.ndarray, env: np.ndarray,
-             workers: int) -> np.ndarray:
+def convolve(grid: Grid, masses: torch.Tensor, kernel: np.ndarray, env: np.ndarray,
+             workers: int, *, device_fft: bool | None = None) -> torch.Tensor:
     """Sums at the nodes: masses with the kernel, and the weight masses with the envelope.
+
+    Real FFTs of the 2, 3 and 5-smooth lengths ``grid.fft``: pocketfft
+    (``scipy.fft``, ``workers`` threads) on the CPU, the device's FFT
+    (``torch.fft``: cuFFT on CUDA) elsewhere.
 
     Parameters
     ----------
-    masses : np.ndarray of shape (p + 1, *grid.nodes)
+    masses : torch.Tensor of shape (p + 1, *grid.nodes), float64
     kernel, env : np.ndarray of shape (L_i + 1, ...)
         Quadrants from :func:`kernel_quadrants`.
+    device_fft : bool, optional
+        Use ``torch.fft`` (default: off the CPU only).
 
     Returns
     -------
-    nodes : np.ndarray of shape (p + 2, *grid.extended)
+    nodes : torch.Tensor of shape (p + 2, *grid.extended), on the masses' device
         ``p + 1`` convolved sums, then the envelope sum, on the nodes
         ``-P_i .. G_i - 1 + P_i`` of each axis.
     """
+    device = masses.device
     axes = tuple(range(1, grid.d + 1))
-    kspec = scipy.fft.rfftn(_wrap(kernel, grid.fft), workers=workers)
-    espec = scipy.fft.rfftn(_wrap(env, grid.fft), workers=workers)
-    spectra = scipy.fft.rfftn(masses, s=grid.fft, axes=axes, workers=workers)
-    out = np.empty((masses.shape[0] + 1, *grid.fft))
-    for c in range(masses.shape[0] + 1):
-        product = spectra[0] * espec if c == masses.shape[0] else spectra[c] * kspec
-        out[c] = scipy.fft.irfftn(product, s=grid.fft, workers=workers, overwrite_x=True)
+    k, e = _wrap(kernel, grid.fft), _wrap(env, grid.fft)
+    if not (device.type != "cpu" if device_fft is None else device_fft):
+        kspec = scipy.fft.rfftn(k, workers=workers)
+        espec = scipy.fft.rfftn(e, workers=workers)
+        spectra = scipy.fft.rfftn(masses.numpy(), s=grid.fft, axes=axes, workers=workers)
+        out = torch.empty(masses.shape[0] + 1, *grid.fft, dtype=torch.float64)
+        for c in range(masses.shape[0] + 1):
+            product = spectra[0] * espec if c == masses.shape[0] else spectra[c] * kspec
+            out[c] = torch.from_numpy(scipy.fft.irfftn(product, s=grid.fft, workers=workers,
+                                                       overwrite_x=True))
+    else:
+        kspec = torch.fft.rfftn(torch.from_numpy(k).to(device))
+        espec = torch.fft.rfftn(torch.from_numpy(e).to(device))
+        spectra = torch.fft.rfftn(masses, s=grid.fft, dim=axes)
+        out = torch.empty(masses.shape[0] + 1, *grid.fft, dtype=torch.float64, device=device)
+        for c in range(masses.shape[0] + 1):
+            product = spectra[0] * espec if c == masses.shape[0] else spectra[c] * kspec
+            out[c] = torch.fft.irfftn(product, s=grid.fft, dim=tuple(range(grid.d)))
     del spectra, kspec, espec
-    for axis, (g, e, n) in enumerate(zip(grid.nodes, grid.margin, grid.fft, strict=True)):
-        out = np.take(out, np.arange(-e, g + e) % n, axis=axis + 1)
+    for axis, (g, m, n) in enumerate(zip(grid.nodes, grid.margin, grid.fft, strict=True)):
+        keep = torch.arange(-m, g + m, device=device) % n
+        out = out.index_select(axis + 1, keep)
     return out
 
 
-def interpolate(grid: Grid, nodes: np.ndarray,
-                queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def interpolate(grid: Grid, nodes: torch.Tensor,
+                queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Linear interpolation of the node sums at the queries on the grid.
 
     Parameters
     ----------
-    nodes : np.ndarray of shape (k, *grid.extended)
-    queries : np.ndarray of shape (m, d)
+    nodes : torch.Tensor of shape (k, *grid.extended), float64
+    queries : torch.Tensor of shape (m, d), float64, on the nodes' device
 
     Returns
     -------
-    inside : np.ndarray of shape (m,), bool
+    inside : torch.Tensor of shape (m,), bool
         Queries within the nodes' box; the others get no values.
-    sums : np.ndarray of shape (k, m_inside)
+    sums : torch.Tensor of shape (k, m_inside)
         The interpolated sums of the queries inside.
-    whole : np.ndarray of shape (m_inside,), bool
+    whole : torch.Tensor of shape (m_inside,), bool
         Whether every corner of the query's cell is within ``L_i`` cells of
         every key node on every axis, so that the truncation left nothing out.
     """
     ext = grid.extended
-    t = queries - grid.origin
-    t /= grid.delta
-    t += np.asarray(grid.margin, dtype=np.float64)
-    inside = np.all((t >= 0.0) & (t <= np.asarray(ext, dtype=np.float64) - 1.0), axis=1)
-    i, f = _split(t if inside.all() else t[inside], ext)
+    device = queries.device
+    t = _grid_coordinates(grid, queries, grid.margin)
+    top = torch.as_tensor(ext, dtype=torch.float64, device=device) - 1.0
+    inside = ((t >= 0.0) & (t <= top)).all(dim=1)
+    i, f = _split(t if bool(inside.all()) else t[inside], ext)
     del t
-    flat, corners = _corners(i, f, ext)
+    flat, weights = _corners(i, f, ext)
     table = nodes.reshape(nodes.shape[0], -1)
-    sums = np.empty((nodes.shape[0], flat.shape[0]))
-    part = np.empty(flat.shape[0])
+    sums = torch.empty(nodes.shape[0], flat.shape[0], dtype=torch.float64, device=device)
     for k in range(nodes.shape[0]):
-        for j, (offset, weight) in enumerate(corners):
-            np.take(table[k, offset:], flat, out=part)
+        for j, (offset, weight) in enumerate(zip(_offsets(ext), weights, strict=True)):
+            part = table[k].index_select(0, flat + offset)
             if j == 0:
-                np.multiply(part, weight, out=sums[k])
+                torch.mul(part, weight, out=sums[k])
             else:
                 part *= weight
                 sums[k] += part
-    g, r, e = (np.asarray(x) for x in (grid.nodes, grid.reach, grid.margin))
+    g, r, e = (torch.as_tensor(x, device=device) for x in (grid.nodes, grid.reach, grid.margin))
     # corner j (from the keys' first node, j = i - P) sees every key node iff
     # G - 1 - L <= j <= L
-    whole = np.all((i >= g - 1 - r + e) & (i + 1 <= r + e), axis=1)
+    whole = ((i >= g - 1 - r + e) & (i + 1 <= r + e)).all(dim=1)
     return inside, sums, whole
 
 
-def _split(t: np.ndarray, ext: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _split(t: torch.Tensor, ext: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """Cell index (clipped to ``[0, ext_i - 2]``) and position in ``[0, 1]`` of grid coordinates."""
-    top = np.asarray(ext, dtype=np.int64) - 2
-    i = np.clip(np.floor(t).astype(np.int64), 0, top)
-    f = t - i
-    np.clip(f, 0.0, 1.0, out=f)
+    top = torch.as_tensor(ext, dtype=torch.int64, device=t.device) - 2
+    i = torch.minimum(torch.floor(t).clamp(min=0.0, max=float(2**62)).to(torch.int64), top)
+    f = (t - i).clamp_(0.0, 1.0)
     return i, f
