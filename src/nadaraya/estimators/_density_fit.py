@@ -18,11 +18,18 @@ from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import validate_data
 
 from .._errors import NadarayaError
+from ..engine.certified import check_tolerance
 from ._bandwidth import rule_bandwidth, search_bandwidth, weighted_spread
-from ._density_kernel import DENSITY_OKERNELS, DENSITY_UKERNELS, DensityKernel
-from ._mixed import MixedTypes
+from ._density_kernel import (
+    DENSITY_OKERNELS,
+    DENSITY_UKERNELS,
+    DensityKernel,
+    check_radial_name,
+)
+from ._mixed import MixedTypes, check_var_types
 from ._plugin_density import sheather_jones
 
 __all__ = [
@@ -33,6 +40,7 @@ __all__ = [
     "numeric_bandwidth",
     "rule_or_plugin",
     "search_density_bandwidth",
+    "start_fit",
 ]
 
 METHODS = ("cv_ml", "cv_ls", "sheather-jones", "scott", "silverman")
@@ -46,6 +54,37 @@ def check_names(ukernel: Any, okernel: Any) -> None:
             raise NadarayaError(
                 f"{param} must be one of {', '.join(map(repr, allowed))}; got {value!r}."
             )
+
+
+def start_fit(est: Any, X: Any, var_types: str | None
+              ) -> tuple[str, float | None, np.ndarray, str]:
+    """The checks a density estimator's ``fit`` starts with.
+
+    Parameters
+    ----------
+    est : KernelDensity or ConditionalDensity
+        Its ``kernel``, ``ukernel``, ``okernel`` and ``tolerance`` are checked.
+    X : array-like of shape (n_samples, n_features)
+        Numeric (categorical columns already coded).
+    var_types : str or None
+        One letter per column of ``X`` (None: all continuous).
+
+    Returns
+    -------
+    name : str
+        The radial kernel's name.
+    tolerance : float or None
+    X : ndarray of shape (n_samples, n_features)
+        Validated, float64 (sets ``n_features_in_``).
+    types : str
+        One letter per feature.
+    """
+    name = check_radial_name(est.kernel)
+    check_names(est.ukernel, est.okernel)
+    tol = check_tolerance(est.tolerance)
+    X = validate_data(est, X, dtype=np.float64)
+    types = check_var_types(var_types, X.shape[1]) or "c" * X.shape[1]
+    return name, tol, X, types
 
 
 def check_method(bandwidth: Any, allowed: tuple[str, ...] = METHODS) -> str | None:

@@ -23,7 +23,6 @@ from . import _frame
 from ._density_cv import CV_CRITERIA, check_cv_ls, log_kernel_sums, objective_for
 from ._density_fit import (
     check_method,
-    check_names,
     check_spread,
     density_model,
     levels_of,
@@ -31,9 +30,10 @@ from ._density_fit import (
     rule_or_plugin,
     search_density_bandwidth,
     spread_scale,
+    start_fit,
     warn_unsettled,
 )
-from ._density_kernel import DensityKernel, check_radial_name
+from ._density_kernel import DensityKernel
 from ._density_sample import sample_rows
 from ._mixed import check_var_types
 from ._tabular import all_numeric, code_fit, code_predict, frame_types, is_frame
@@ -150,11 +150,8 @@ array of shape (n_features,), default "cv_ml"
         -------
         self
         """
-        name = check_radial_name(self.kernel)
-        check_names(self.ukernel, self.okernel)
-        tol = check_tolerance(self.tolerance)
-        X = validate_data(self, self._code(X), dtype=np.float64)
-        types = check_var_types(self._types, X.shape[1]) or "c" * X.shape[1]
+        X = self._code(X)
+        name, tol, X, types = start_fit(self, X, self._types)
         w, keep = _frame.positive_weights(sample_weight, X)
         X, w = X[keep], w[keep]
         levels = levels_of(X, types)
