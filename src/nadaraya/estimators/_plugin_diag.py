@@ -14,7 +14,10 @@ d^4 f / (d x_i^2 d x_j^2)`` (by parts), estimated by the kernel functional
 (``phi_g`` the product of ``d`` normal densities of standard deviation
 ``g``; the sums include ``k = l``). This is R's ``ks::Hpi.diag(x,
 binned=FALSE)`` with the pilot of its default for ``d > 2`` (``pilot =
-"dscalar"``, Chacon and Duong 2010), used here for every ``d``; two stages:
+"dscalar"``, Chacon and Duong 2010: two stages from a normal reference), used
+here for every ``d`` (ks' default for ``d = 2``, ``pilot = "samse"``, reads its
+sixth-order functionals in ks 1.14.0 at the positions of the distinct
+multi-indices from the vector of all ordered ones). In steps:
 
 1. each column is divided by its standard deviation (``pre = "scale"``), so
    that the sample covariance ``S`` is the correlation matrix;
