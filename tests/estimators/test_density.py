@@ -295,7 +295,7 @@ def test_categorical_samples_follow_the_pmf() -> None:
     (np.ones((5, 1)), {"bandwidth": 0.0}, "bandwidth\\[0\\]"),
     (np.ones((5, 1)), {"bandwidth": -1.0}, "must be a finite number > 0"),
     (np.ones((5, 1)), {"bandwidth": "nope"}, "not known"),
-    (np.arange(10.0).reshape(5, 2), {"bandwidth": "sheather-jones"}, "one feature"),
+    (np.arange(10.0).reshape(5, 2), {"bandwidth": "sheather-jones"}, "collinear"),
     (np.ones((5, 1)), {"kernel": "softmax"}, "radial kernel"),
     (np.ones((5, 1)), {"bandwidth": "cv_ls", "kernel": "epanechnikov"}, "convolution"),
     (np.column_stack([np.arange(5.0), np.arange(5) % 2]),

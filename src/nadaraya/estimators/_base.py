@@ -377,7 +377,10 @@ class KernelSmoother(BaseEstimator):
         check_is_fitted(self)
         if _dask.involved(self, X):
             raise _dask.unavailable("smoother_matrix")
-        Xq = self.X_fit_ if X is None else self._validate_X(X)
+        return self._smoother_rows(self.X_fit_ if X is None else self._validate_X(X))
+
+    def _smoother_rows(self, Xq: np.ndarray) -> np.ndarray:
+        """:meth:`smoother_matrix` at validated queries ``Xq``, shape ``(m, n_train)``."""
         spec = self._spec
         W = weights(Xq, self.X_fit_, spec.kernel, self.mask, bandwidth=spec.bandwidth,
                     empty=self.empty)

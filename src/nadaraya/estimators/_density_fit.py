@@ -4,8 +4,10 @@
 :class:`~nadaraya.estimators.ConditionalDensity` is one value per feature
 (``h`` of a continuous feature, ``lambda`` of a categorical one; a single
 number for all-continuous data), a rule (``"scott"``, ``"silverman"``:
-continuous features only), Sheather-Jones (``"sheather-jones"``: one continuous
-feature) or a cross-validation criterion (``"cv_ml"``, ``"cv_ls"``), searched
+continuous features only), the plug-in (``"sheather-jones"`` or ``"sj"``:
+Sheather-Jones for one continuous feature, the diagonal plug-in of
+:mod:`._plugin_diag` for 2 to 6, the categorical ones cross-validated) or a
+cross-validation criterion (``"cv_ml"``, ``"cv_ls"``), searched
 by :func:`~nadaraya.estimators._bandwidth.search_bandwidth` on ``log h`` and,
 for categorical features, on ``logit(lambda / upper)`` (:mod:`._mixed`).
 """
@@ -18,12 +20,20 @@ from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import validate_data
 
 from .._errors import NadarayaError
+from ..engine.certified import check_tolerance
 from ._bandwidth import rule_bandwidth, search_bandwidth, weighted_spread
-from ._density_kernel import DENSITY_OKERNELS, DENSITY_UKERNELS, DensityKernel
-from ._mixed import MixedTypes
+from ._density_kernel import (
+    DENSITY_OKERNELS,
+    DENSITY_UKERNELS,
+    DensityKernel,
+    check_radial_name,
+)
+from ._mixed import MixedTypes, check_var_types
 from ._plugin_density import sheather_jones
+from ._plugin_diag import plugin_diagonal
 
 __all__ = [
     "METHODS",
@@ -31,11 +41,14 @@ __all__ = [
     "check_names",
     "levels_of",
     "numeric_bandwidth",
+    "plugin_bandwidth",
+    "plugin_continuous",
     "rule_or_plugin",
     "search_density_bandwidth",
+    "start_fit",
 ]
 
-METHODS = ("cv_ml", "cv_ls", "sheather-jones", "scott", "silverman")
+METHODS = ("cv_ml", "cv_ls", "sheather-jones", "sj", "scott", "silverman")
 
 
 def check_names(ukernel: Any, okernel: Any) -> None:
@@ -48,6 +61,37 @@ def check_names(ukernel: Any, okernel: Any) -> None:
             )
 
 
+def start_fit(est: Any, X: Any, var_types: str | None
+              ) -> tuple[str, float | None, np.ndarray, str]:
+    """The checks a density estimator's ``fit`` starts with.
+
+    Parameters
+    ----------
+    est : KernelDensity or ConditionalDensity
+        Its ``kernel``, ``ukernel``, ``okernel`` and ``tolerance`` are checked.
+    X : array-like of shape (n_samples, n_features)
+        Numeric (categorical columns already coded).
+    var_types : str or None
+        One letter per column of ``X`` (None: all continuous).
+
+    Returns
+    -------
+    name : str
+        The radial kernel's name.
+    tolerance : float or None
+    X : ndarray of shape (n_samples, n_features)
+        Validated, float64 (sets ``n_features_in_``).
+    types : str
+        One letter per feature.
+    """
+    name = check_radial_name(est.kernel)
+    check_names(est.ukernel, est.okernel)
+    tol = check_tolerance(est.tolerance)
+    X = validate_data(est, X, dtype=np.float64)
+    types = check_var_types(var_types, X.shape[1]) or "c" * X.shape[1]
+    return name, tol, X, types
+
+
 def check_method(bandwidth: Any, allowed: tuple[str, ...] = METHODS) -> str | None:
     """The method name of ``bandwidth=`` (None when it is numeric)."""
     if not isinstance(bandwidth, str):
@@ -58,7 +102,7 @@ def check_method(bandwidth: Any, allowed: tuple[str, ...] = METHODS) -> str | No
             f"bandwidth {bandwidth!r} is not known; use one of "
             f"{', '.join(map(repr, allowed))}, a positive number or one value per feature."
         )
-    return name
+    return "sheather-jones" if name == "sj" else name
 
 
 def levels_of(X: np.ndarray, types: str) -> list[np.ndarray | None]:
@@ -120,17 +164,63 @@ def rule_or_plugin(name: str, X: np.ndarray, w: np.ndarray, types: str) -> np.nd
     if set(types) - {"c"}:
         raise NadarayaError(
             f"bandwidth={name!r} is a rule for continuous features, and var_types={types!r} "
-            "has categorical ones; use bandwidth='cv_ml' (or 'cv_ls'), or one value per "
-            "feature."
+            "has categorical ones; use bandwidth='cv_ml' (or 'cv_ls', or 'sheather-jones', "
+            "which cross-validates the categorical ones), or one value per feature."
         )
     if name == "sheather-jones":
-        if X.shape[1] != 1:
-            raise NadarayaError(
-                f"bandwidth='sheather-jones' is a plug-in rule for one feature; X has "
-                f"{X.shape[1]}. Use bandwidth='cv_ml', 'scott' or one value per feature."
-            )
-        return np.array([sheather_jones(X[:, 0], w)])
+        return plugin_continuous(X, w)
     return rule_bandwidth(name, X, w)
+
+
+def plugin_continuous(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Sheather-Jones for one continuous column, the diagonal plug-in for 2 to 6 of them."""
+    if X.shape[1] == 1:
+        return np.array([sheather_jones(X[:, 0], w)])
+    return plugin_diagonal(X, w)
+
+
+def plugin_bandwidth(
+        X: np.ndarray, w: np.ndarray, types: str, ukernel: str, okernel: str,
+        build: Callable[[np.ndarray, np.ndarray], Callable[[np.ndarray], float]]
+) -> tuple[np.ndarray, Any]:
+    """``bandwidth="sheather-jones"`` for mixed data: plug-in ``h``, cross-validated ``lambda``.
+
+    The continuous columns get :func:`plugin_continuous` (on those columns
+    alone); the ``lambda`` of the categorical ones minimize ``build(X, w)``'s
+    criterion (likelihood cross-validation) with the continuous bandwidths held
+    there. Returns the bandwidth and the search result (None without
+    categorical features).
+    """
+    cont = [j for j, t in enumerate(types) if t == "c"]
+    cat = [j for j, t in enumerate(types) if t != "c"]
+    if not cont:
+        raise NadarayaError(
+            f"bandwidth='sheather-jones' is a plug-in for continuous features, and "
+            f"var_types={types!r} has none; use bandwidth='cv_ml' or one lambda per feature."
+        )
+    h = np.zeros(len(types))
+    h[cont] = plugin_continuous(X[:, cont], w)
+    if not cat:
+        return h, None
+    sub = "".join(types[j] for j in cat)
+    levels = levels_of(X[:, cat], sub)
+    mixed = MixedTypes(sub, ukernel, okernel, np.array([lev.size for lev in levels]))
+
+    def objective_for(rows: np.ndarray | None) -> Callable[[np.ndarray], float]:
+        objective = build(X, w) if rows is None else build(X[rows], w[rows])
+
+        def at(s: np.ndarray) -> float:
+            full = h.copy()
+            full[cat] = mixed.from_search(s)
+            return objective(full)
+        return at
+
+    result = search_bandwidth(objective_for, X[:, cat], w, discrete=np.ones(len(cat), bool),
+                              smooth_out=False)
+    lam = np.asarray(mixed.from_search(result.bandwidth), dtype=float)
+    lam[[i for i, lev in enumerate(levels) if lev.size < 2]] = 0.0
+    h[cat] = lam
+    return h, result
 
 
 def check_spread(X: np.ndarray, types: str, name: str) -> None:

@@ -9,7 +9,8 @@ quantities, at the fitted bandwidth:
 * :meth:`MarginalEffectsMixin.average_marginal_effects`: its mean over the
   training rows (or given rows), with a standard error;
 * :meth:`MarginalEffectsMixin.level_effects`: for a categorical feature, the
-  change of the fit when the feature is set to each level instead of a base one.
+  change of the fit when the feature is set to each level instead of a base one
+  (standard errors in :mod:`._level_variance`).
 
 Standard errors describe the variability of the estimates at the fitted
 bandwidth (as :meth:`predict`'s): ``"asymptotic"`` is ``sigma sqrt(sum_j
@@ -29,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._errors import NadarayaError
 from . import _dask
 from ._gradient import continuous, continuous_features, gradient_pass, linear_weights
+from ._level_variance import asymptotic_std, bootstrap_std
 from ._slope_variance import nw_gaussian_variance, slope_variance
 
 __all__ = ["MarginalEffectsMixin"]
@@ -267,12 +269,21 @@ class MarginalEffectsMixin:
         return np.asarray(out)
 
     # -- categorical features ------------------------------------------------------------
-    def level_effects(self, X: Any, feature: Any, *, base: Any = None) -> tuple[Any, Any]:
+    def level_effects(self, X: Any, feature: Any, *, base: Any = None,
+                      return_std: bool = False, method: str = "asymptotic",
+                      n_resamples: int = 200, random_state: Any = None) -> tuple[Any, ...]:
         """Effect of each level of a categorical feature against a base level.
 
         ``yhat(x with feature = level) - yhat(x with feature = base)`` at every
         query, for each level of the feature among the training rows (the
         discrete analogue of :meth:`gradient`, as R np's effects of factors).
+
+        Both fits are linear in the targets, ``d(x) = sum_i (S_ai - S_bi) y_i``
+        with ``S_a``, ``S_b`` the smoother rows of the two queries; they share
+        the data, so the variance of the difference keeps their covariance:
+        ``sum_i (S_ai - S_bi)^2 sigma_i^2``. The standard errors describe the
+        variability at the fitted bandwidth (not the bias), as
+        :meth:`predict_interval`'s.
 
         Parameters
         ----------
@@ -283,6 +294,19 @@ class MarginalEffectsMixin:
         base : level, optional
             The reference level (a category of the DataFrame column, or a code);
             default the first level.
+        return_std : bool, default False
+            Also return standard errors of the effects.
+        method : {"asymptotic", "bootstrap"}, default "asymptotic"
+            ``"asymptotic"``: ``sqrt(sum_i (S_ai - S_bi)^2 e_i^2)`` with the
+            leverage-corrected residuals ``e_i = r_i / sqrt(1 - S_ii)``
+            (heteroscedasticity-consistent, HC2, as
+            ``predict_interval(method="hc")``), from the smoother rows of a
+            block of queries at a time; ``"bootstrap"``: the standard deviation
+            of the effects over ``n_resamples`` wild-bootstrap refits at the
+            same bandwidth (random signs times ``e_i``, as :meth:`gradient`),
+            whose variance given the data is the asymptotic one.
+        n_resamples : int, default 200
+        random_state : int, RandomState or None
 
         Returns
         -------
@@ -290,6 +314,10 @@ class MarginalEffectsMixin:
             The levels (the DataFrame's categories, else the codes).
         effects : ndarray of shape (n_queries, n_levels) or (n_queries, n_levels, n_outputs)
             Zero in the base level's column.
+        std : ndarray of the same shape as ``effects``
+            Only with ``return_std=True``; zero in the base level's column, NaN
+            where the effect is NaN or the fit has no residual degrees of
+            freedom.
 
         Examples
         --------
@@ -301,7 +329,11 @@ class MarginalEffectsMixin:
         >>> levels, eff = model.level_effects(X[:2], 1)
         >>> levels.tolist(), bool(np.all(eff[:, 0] == 0))
         ([0.0, 1.0], True)
+        >>> _, eff, se = model.level_effects(X[:2], 1, return_std=True)
+        >>> se.shape
+        (2, 2)
         """
+        _check_method(method, n_resamples)
         Xv = self._effect_queries(X, "level_effects")
         j = self._feature_index(feature)
         codes = np.unique(self.X_fit_[:, j])
@@ -319,13 +351,25 @@ class MarginalEffectsMixin:
                     f"rows; levels: {labels.tolist()[:10]}. Pass one of them, or None."
                 )
             b = hits[0]
-        fits = []
+        if codes.size < 2:
+            raise NadarayaError(
+                f"feature {feature!r} has one level among the training rows "
+                f"({labels.tolist()[0]!r}); a level effect compares two levels. Pass a "
+                "feature whose training rows hold at least two levels."
+            )
+        queries = []
         for c in codes:
             Xc = Xv.copy()
             Xc[:, j] = c
-            fits.append(self._solve(self._means(Xc), Xc)[0])
-        stacked = np.stack(fits, axis=1)  # (m, L, p)
-        return labels, self._shape(self._out(stacked - stacked[:, b:b + 1]))
+            queries.append(Xc)
+        stacked = np.stack([self._solve(self._means(Xc), Xc)[0] for Xc in queries], axis=1)
+        effects = stacked - stacked[:, b:b + 1]  # (m, L, p)
+        if not return_std:
+            return labels, self._shape(self._out(effects))
+        std = (asymptotic_std(self, queries, b) if method == "asymptotic"
+               else bootstrap_std(self, queries, b, n_resamples, random_state))
+        std[np.isnan(effects)] = np.nan
+        return labels, self._shape(self._out(effects)), self._shape(self._out(std))
 
     def _feature_index(self, feature: Any) -> int:
         d = self.n_features_in_

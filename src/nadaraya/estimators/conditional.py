@@ -16,15 +16,15 @@ from ._bandwidth import rule_bandwidth
 from ._conditional import ConditionalModel, conditional_cv_ml
 from ._density_fit import (
     check_method,
-    check_names,
     check_spread,
     density_model,
     levels_of,
     numeric_bandwidth,
     search_density_bandwidth,
+    start_fit,
     warn_unsettled,
 )
-from ._density_kernel import DensityKernel, check_radial_name
+from ._density_kernel import DensityKernel
 from ._mixed import check_var_types
 
 __all__ = ["ConditionalDensity", "ConditionalQuantileRegressor"]
@@ -116,12 +116,8 @@ default "cv_ml"
         -------
         self
         """
-        name = check_radial_name(self.kernel)
-        check_names(self.ukernel, self.okernel)
-        tol = check_tolerance(self.tolerance)
-        X = validate_data(self, X, dtype=np.float64)
+        name, tol, X, xt = start_fit(self, X, self.var_types)
         Y = self._y(y, X.shape[0])
-        xt = check_var_types(self.var_types, X.shape[1]) or "c" * X.shape[1]
         yt = check_var_types(self.dep_types, Y.shape[1]) or "c" * Y.shape[1]
         w, keep = _frame.positive_weights(sample_weight, X)
         k = Y.shape[1]

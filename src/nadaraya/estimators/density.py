@@ -23,17 +23,18 @@ from . import _frame
 from ._density_cv import CV_CRITERIA, check_cv_ls, log_kernel_sums, objective_for
 from ._density_fit import (
     check_method,
-    check_names,
     check_spread,
     density_model,
     levels_of,
     numeric_bandwidth,
+    plugin_bandwidth,
     rule_or_plugin,
     search_density_bandwidth,
     spread_scale,
+    start_fit,
     warn_unsettled,
 )
-from ._density_kernel import DensityKernel, check_radial_name
+from ._density_kernel import DensityKernel
 from ._density_sample import sample_rows
 from ._mixed import check_var_types
 from ._tabular import all_numeric, code_fit, code_predict, frame_types, is_frame
@@ -51,14 +52,23 @@ class KernelDensity(BaseEstimator):
         ``"epanechnikov"``, ``"laplacian"``, ``"tricube"``, ``"uniform"``,
         ``"matern32"``, ``"matern52"``, ``"cauchy"``); several continuous
         features share one radial kernel of ``||(x - x_j) / h||``.
-    bandwidth : {"cv_ml", "cv_ls", "sheather-jones", "scott", "silverman"}, float or \
-array of shape (n_features,), default "cv_ml"
+    bandwidth : {"cv_ml", "cv_ls", "sheather-jones", "sj", "scott", "silverman"}, float \
+or array of shape (n_features,), default "cv_ml"
         ``"cv_ml"``: leave-one-out likelihood cross-validation (np's
         ``npudensbw`` default); ``"cv_ls"``: least-squares cross-validation
-        (Gaussian kernel); ``"sheather-jones"``: the solve-the-equation plug-in
-        (one continuous feature); ``"scott"``, ``"silverman"``: the rules (all
-        features continuous). Numbers: ``h`` per continuous feature and
-        ``lambda`` per categorical one (a single number for all-continuous data).
+        (Gaussian kernel); ``"sheather-jones"`` (or ``"sj"``): plug-in
+        bandwidths of the continuous features, for the Gaussian kernel; one
+        continuous feature gets Sheather and Jones' (1991) solve-the-equation
+        rule (R's ``bw.SJ``), 2 to 6 get the diagonal direct plug-in of Wand and
+        Jones (1994), ``h`` minimizing ``(4 pi)^(-d/2) / (n prod_k h_k) + 1/4
+        sum_ij h_i^2 h_j^2 psi_ij`` with the curvature functionals ``psi_ij =
+        int f_ii f_jj`` estimated at two-stage normal-reference pilot
+        bandwidths (R's ``ks::Hpi.diag``: ``h_k = sqrt(H_kk)``; see
+        :mod:`nadaraya.estimators._plugin_diag`); the ``lambda`` of categorical
+        features are then chosen by likelihood cross-validation with those
+        ``h`` held. ``"scott"``, ``"silverman"``: the rules (all features
+        continuous). Numbers: ``h`` per continuous feature and ``lambda`` per
+        categorical one (a single number for all-continuous data).
     var_types : str, optional
         One letter per feature: ``'c'`` continuous, ``'u'`` unordered, ``'o'``
         ordered (statsmodels' ``var_type``). Default: a DataFrame's dtypes, else
@@ -150,11 +160,8 @@ array of shape (n_features,), default "cv_ml"
         -------
         self
         """
-        name = check_radial_name(self.kernel)
-        check_names(self.ukernel, self.okernel)
-        tol = check_tolerance(self.tolerance)
-        X = validate_data(self, self._code(X), dtype=np.float64)
-        types = check_var_types(self._types, X.shape[1]) or "c" * X.shape[1]
+        X = self._code(X)
+        name, tol, X, types = start_fit(self, X, self._types)
         w, keep = _frame.positive_weights(sample_weight, X)
         X, w = X[keep], w[keep]
         levels = levels_of(X, types)
@@ -170,6 +177,12 @@ array of shape (n_features,), default "cv_ml"
                 lambda Xr, wr: objective_for(method, make, Xr, wr, tol), X, w, types,
                 self.ukernel, self.okernel, scale)
             self.cv_score_ = float(objective_for(method, make, X, w, tol)(h))
+            warn_unsettled(result, method)
+        elif method == "sheather-jones" and set(types) - {"c"}:
+            check_spread(X, types, method)
+            h, result = plugin_bandwidth(X, w, types, self.ukernel, self.okernel,
+                                         lambda Xr, wr: objective_for("cv_ml", make, Xr, wr, tol))
+            self.cv_score_ = float(objective_for("cv_ml", make, X, w, tol)(h))
             warn_unsettled(result, method)
         elif method is not None:
             check_spread(X, types, method)
