@@ -61,19 +61,15 @@ def _compiling() -> bool:
     return bool(torch.compiler.is_compiling())
 
 
-def _dot_tolerance(kernel: PreparedKernel) -> float:
+def _dot_tolerance(kernel: PreparedKernel, qn: float, kn: float) -> float:
     # The dot form is accepted when its error is within a small factor of the
     # rounding of the plain dot product of the same vectors (softmax
-    # attention's own rounding, e eps |q| |k|).
+    # attention's own rounding, e eps |q| |k|); qn, kn: the largest norms.
     if _compiling():
         return math.inf
-    q, k = kernel.queries.detach(), kernel.keys.detach()
-    eps = torch.finfo(q.dtype).eps
-    if q.numel() == 0 or k.numel() == 0:
-        return dot_form_tolerance(q.dtype)
-    qn = float(q.norm(dim=-1).max())
-    kn = float(k.norm(dim=-1).max())
-    return max(dot_form_tolerance(q.dtype), 8.0 * (q.shape[-1] + 2) * eps * qn * kn)
+    q = kernel.queries
+    return max(dot_form_tolerance(q.dtype),
+               8.0 * (q.shape[-1] + 2) * torch.finfo(q.dtype).eps * qn * kn)
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -101,10 +97,10 @@ def wider_dtype(kernel: PreparedKernel) -> torch.dtype | None:
     if kernel.dot is not None and (kernel.dot[0] is not kernel.queries
                                    or kernel.dot[1] is not kernel.keys):
         pairs.append(kernel.dot)
-    for q, k in pairs:
-        if q.numel() == 0 or k.numel() == 0:
-            continue
-        tq, tk = _peak(q), _peak(k)
+    pairs = [(q, k) for q, k in pairs if q.numel() and k.numel()]
+    peaks = _peaks(*(t for pair in pairs for t in pair))
+    for i, (q, _) in enumerate(pairs):
+        tq, tk = peaks[2 * i], peaks[2 * i + 1]
         if q.shape[-1] * (tq + tk) ** 2 > torch.finfo(work).max / 64:  # NaN compares False
             return torch.float64
         if not kernel.log_domain and not kernel.homogeneous and not (
@@ -115,15 +111,16 @@ def wider_dtype(kernel: PreparedKernel) -> torch.dtype | None:
     return None
 
 
-def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) -> str | None:
+def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype, tq: float,
+                  tk: float) -> str | None:
     """Why the fused kernel cannot take this dot form in ``dtype``, or None.
 
-    Its coordinates must fit ``dtype`` (they are rounded to it), and its
-    scores, at most ``e max|qa| max|ka|``, the dtype the kernel accumulates in.
+    Its coordinates (largest magnitudes ``tq``, ``tk``) must fit ``dtype``
+    (they are rounded to it), and its scores, at most ``e tq tk``, the dtype
+    the kernel accumulates in.
     """
     if _compiling():
         return None
-    tq, tk = _peak(dot[0]), _peak(dot[1])
     if not (tq < torch.finfo(dtype).max / 2 and tk < torch.finfo(dtype).max / 2):
         return f"the kernel's dot form has coordinates beyond the range of {dtype}"
     if not (dot[0].shape[-1] * tq * tk < torch.finfo(accumulation_dtype(dtype)).max / 64):
@@ -131,23 +128,24 @@ def _out_of_range(dot: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) ->
     return None
 
 
-def _peak(x: torch.Tensor) -> float:
-    """``max |x|`` (NaN if ``x`` holds one; 0 if empty), in one pass without a temporary."""
-    if not x.numel():
-        return 0.0
-    low, high = torch.aminmax(x.detach())
-    return float(torch.maximum(-low, high))
+def _peaks(*tensors: torch.Tensor) -> list[float]:
+    """``max |x|`` of each tensor (NaN if it holds one; 0 if empty), read in one synchronisation.
+
+    One pass over each tensor without a temporary; the device is waited for
+    once, not once per tensor.
+    """
+    parts = []
+    for x in tensors:
+        if x.numel():
+            low, high = torch.aminmax(x.detach())
+            wide = torch.float32 if x.device.type == "mps" else torch.float64
+            parts.append(torch.maximum(-low, high).to(wide).reshape(1))
+    read = iter(torch.cat(parts).tolist() if parts else [])
+    return [next(read) if x.numel() else 0.0 for x in tensors]
 
 
-def _finite(*tensors: torch.Tensor) -> bool:
-    """Whether every entry is finite (one pass each); False under torch.compile (unknown)."""
-    if _compiling():
-        return False
-    return all(not math.isnan(p) and not math.isinf(p) for p in map(_peak, tensors))
-
-
-def _too_large(values: torch.Tensor, centre: torch.Tensor) -> float | None:
-    """The largest centred |value| if it is too large for the fused kernel, else None.
+def _too_large(values: torch.Tensor, top: float) -> float | None:
+    """The largest centred |value| ``top`` if it is too large for the fused kernel, else None.
 
     The fused kernel's backward forms products of gradients and values (and
     its forward, on some devices, unnormalised sums of values), in the
@@ -158,7 +156,6 @@ def _too_large(values: torch.Tensor, centre: torch.Tensor) -> float | None:
     """
     if values.numel() == 0 or _compiling():
         return None
-    top = _peak(values.detach() - centre)
     limit = math.sqrt(torch.finfo(values.dtype).max)
     return top if top > limit else None
 
@@ -177,10 +174,48 @@ def _materialise(mask: Mask | None, block_mask: BlockMask | None, bias: torch.Te
     return torch.where(visible, bias, hidden), False
 
 
+class _Readings:
+    """The scalars the engine choice and the finite check read from the inputs, in one go.
+
+    ``finite``: every query, key and value is finite; ``dot``: the largest
+    magnitudes of the dot form's two sides; ``norms``: their largest row
+    norms (for the dot form's error); ``top``: the largest centred value.
+    Under ``torch.compile`` nothing is read (the checks are skipped).
+    """
+
+    def __init__(self, kernel: PreparedKernel, values: torch.Tensor, centre: torch.Tensor,
+                 dot: bool, top: bool) -> None:
+        self.finite, self.dot, self.norms, self.top = False, (0.0, 0.0), (0.0, 0.0), 0.0
+        if _compiling():
+            return
+        q, k = kernel.queries, kernel.keys
+        tensors = [q, k, values]
+        if dot and kernel.dot is not None:
+            tensors += list(kernel.dot)
+            if kernel.dot_error > 0 and q.numel() and k.numel():
+                tensors += [t.detach().norm(dim=-1) for t in (q, k)]
+        if top:
+            tensors.append(values.detach() - centre)
+        read = _peaks(*tensors)
+        self.finite = all(math.isfinite(x) for x in read[:3])
+        rest = read[3:]
+        if dot and kernel.dot is not None:
+            self.dot, rest = (rest[0], rest[1]), rest[2:]
+            if kernel.dot_error > 0 and q.numel() and k.numel():
+                self.norms, rest = (rest[0], rest[1]), rest[2:]
+        if top:
+            self.top = rest[0]
+
+
 def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
               block_mask: BlockMask | None, need_weights: bool, m: int, n: int,
               lead: tuple[int, ...], dropout_p: float, centre: torch.Tensor,
-              ) -> dict[str, str | None]:
+              ) -> tuple[dict[str, str | None], _Readings]:
+    fused_candidate = not need_weights and kernel.log_domain and kernel.dot is not None
+    distance_candidate = (not need_weights and kernel.negative_distance and dropout_p == 0
+                          and values.shape[-1] > 0)
+    readings = _Readings(kernel, values, centre, fused_candidate,
+                         fused_candidate or distance_candidate)
     fused: str | None = None
     if need_weights:
         fused = "the weights were asked for, and the fused kernel does not return them"
@@ -188,9 +223,9 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         fused = f"the {kernel.name} kernel is not an exponential of a dot product"
     elif kernel.dot is None:
         fused = f"the {kernel.name} kernel has no dot-product form"
-    elif (why := _out_of_range(kernel.dot, values.dtype)) is not None:
+    elif (why := _out_of_range(kernel.dot, values.dtype, *readings.dot)) is not None:
         fused = why
-    elif kernel.dot_error > 0 and kernel.dot_error > _dot_tolerance(kernel):
+    elif kernel.dot_error > 0 and kernel.dot_error > _dot_tolerance(kernel, *readings.norms):
         fused = (f"the dot form of the {kernel.name} kernel would lose precision here "
                  f"(error bound {kernel.dot_error:.1e})")
     elif block_mask is not None and not (isinstance(mask, Causal) and mask.offset == 0):
@@ -209,7 +244,7 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         distance = "the values have no features: there is nothing to sum"
     top = None
     if fused is None or distance is None:
-        top = _too_large(values, centre)
+        top = _too_large(values, readings.top)
     if top is not None:
         large = (f"values as large as {top:.3g} could overflow the fused kernel's sums and "
                  "gradients; the streamed pass rescales them")
@@ -221,7 +256,7 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
             kernel.queries.requires_grad or kernel.keys.requires_grad):
         streamed = ("under torch.compile the streamed pass's backward (the kernel's own "
                     "gradient, taken by autograd inside it) cannot be traced")
-    return {"fused": fused, "distance": distance, "streamed": streamed, "dense": None}
+    return {"fused": fused, "distance": distance, "streamed": streamed, "dense": None}, readings
 
 
 def _power_of_two(x: torch.Tensor) -> torch.Tensor:
@@ -340,8 +375,8 @@ def smooth_batched(
         pq, pk = points if points is not None else (q, k)
         block_mask = BlockMask(mask, lead, m, n, pq, pk, device=q.device)
     centre = _value_frame(values, dropout_p)[0]  # the fused and distance paths' frame
-    refusals = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead, dropout_p,
-                         centre)
+    refusals, readings = _refusals(kernel, values, mask, block_mask, need_weights, m, n, lead,
+                                   dropout_p, centre)
     if engine == "auto":
         chosen = next(name for name in BATCHED_ENGINES if refusals[name] is None)
     elif engine in BATCHED_ENGINES:
@@ -412,7 +447,7 @@ def smooth_batched(
         out, weights, empties = _dense(kernel, values, block_mask, bias, dropout_p, scales)
     if n == 0:  # no key at all: every row is empty, whatever the engine returned
         empties = torch.ones(out.shape[:-1], dtype=torch.bool, device=out.device)
-    if _finite(q, k, values):  # the usual case, known in one pass per input
+    if readings.finite:  # the usual case, read with the engine choice
         out = _apply_empty(out, empties, empty).to(dtype)
         weights = weights.to(dtype) if weights is not None else None
         return BatchedResult(out, weights, chosen, reasons)

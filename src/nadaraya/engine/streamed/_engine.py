@@ -107,9 +107,16 @@ class StreamedEngine:
 
     def _blocks(self, job: Job) -> tuple[int, int]:
         config = get_config()
-        # every thread holds its own score block (see map_blocks)
-        threads = torch.get_num_threads() if job.device.type == "cpu" else 1
-        budget = max(1, block_elements(job.dtype.itemsize, buffers=3) // threads)
+        if job.device.type != "cpu":
+            # one block at a time on an accelerator, as large as the budget allows: the
+            # time goes into launches, not into a cache the block must fit
+            budget = max(1, block_elements(job.dtype.itemsize, buffers=3))
+            side = max(config.query_block, math.isqrt(budget))
+            nb = max(1, min(job.n, budget // min(job.m, side)))
+            mb = max(1, min(job.m, budget // nb))
+            return mb, nb
+        # every thread holds its own score block (see map_blocks), sized for its cache
+        budget = max(1, block_elements(job.dtype.itemsize, buffers=3) // torch.get_num_threads())
         nb = max(1, min(config.key_block, job.n, budget))
         mb = max(1, min(config.query_block, job.m, budget // nb))
         return mb, nb
