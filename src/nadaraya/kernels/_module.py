@@ -59,8 +59,10 @@ class ParameterModule(nn.Module):
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ParameterModule:
         obj = super().__new__(cls)
-        # the module machinery first, so that subclasses may set parameters at once
-        nn.Module.__init__(obj)
+        # the module machinery first, so that subclasses may set parameters at once; through
+        # super() (nn.Module is next in every kernel's MRO), which torch.compile traces, so a
+        # kernel built inside a compiled function (a new attention scale) breaks no graph
+        super(ParameterModule, obj).__init__()
         try:
             bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
         except TypeError:
