@@ -134,14 +134,15 @@ def _peaks(*tensors: torch.Tensor) -> list[float]:
     One pass over each tensor without a temporary; the device is waited for
     once, not once per tensor.
     """
+    unique = list({id(x): x for x in tensors if x.numel()}.values())  # a tensor read once
     parts = []
-    for x in tensors:
-        if x.numel():
-            low, high = torch.aminmax(x.detach())
-            wide = torch.float32 if x.device.type == "mps" else torch.float64
-            parts.append(torch.maximum(-low, high).to(wide).reshape(1))
-    read = iter(torch.cat(parts).tolist() if parts else [])
-    return [next(read) if x.numel() else 0.0 for x in tensors]
+    for x in unique:
+        low, high = torch.aminmax(x.detach())
+        wide = torch.float32 if x.device.type == "mps" else torch.float64
+        parts.append(torch.maximum(-low, high).to(wide).reshape(1))
+    read = dict(zip((id(x) for x in unique), torch.cat(parts).tolist() if parts else [],
+                    strict=True))
+    return [read[id(x)] if x.numel() else 0.0 for x in tensors]
 
 
 def _too_large(values: torch.Tensor, top: float) -> float | None:
