@@ -77,6 +77,7 @@ def test_k_one_and_k_larger_than_the_window():
     _check(img, 3, 1, 15)  # at most 9 candidates: the rest are -1 and inf
     idx, dist = nearest_patches(torch.from_numpy(img), 3, 1, 15)
     assert (idx[:, 9:] == -1).all() and torch.isinf(dist[:, 9:]).all()
+    _check(img, 3, 50, 60)  # a window beyond the image: every patch is a candidate
     corner = nearest_patches(torch.from_numpy(img), 3, 1, 9, references=[[0, 0]])[0]
     assert (corner[0, 4:] == -1).all() and (corner[0, :4] >= 0).all()
 

@@ -40,8 +40,8 @@ from ._layout import apply_layout, needs_layout
 
 __all__ = ["nl_bayes", "nl_bayes_stage"]
 
-# Numbers per reference patch and search offset in one chunk (distances, their patch
-# differences over the patch's values), and per group member (indices, patches, estimates).
+# Buffers per number of a chunk: per reference patch, its candidates' values (as the patch
+# search holds them) or its group's (indices, patches, estimates), whichever is larger.
 _GROUP_BUFFERS = 6
 
 

@@ -155,6 +155,7 @@ def nearest_patches(image: Any, patch: int, window: int, k: int, *,
         return indices, distances
     # every patch as a view (rows, cols, channels, patch * patch) of the image: no copy
     view = x.unfold(1, p, 1).unfold(2, p, 1).permute(1, 2, 0, 3, 4)
+    w = min(w, max(rows, cols) - 1)  # a larger reach finds no more patches
     dy, dx = torch.meshgrid(torch.arange(-w, w + 1, device=x.device),
                             torch.arange(-w, w + 1, device=x.device), indexing="ij")
     # the candidates: the reference itself, then the others in row-major order (their
