@@ -1,11 +1,12 @@
 """Peak memory of the image filters on large gray images, beside their peers', in one run.
 
-Each case runs in a fresh Python process, as in ``bench_peak_memory.py``: the
-child builds a ``size`` x ``size`` uint8 image (scikit-image's ``camera`` tiled,
-plus Gaussian noise of s.d. 25), runs the filter once on a 64 x 64 image, resets
-the kernel's peak resident set size (``/proc/self/clear_refs``) and runs it on
-the full image. The peak is ``VmHWM`` after the call minus ``VmRSS`` before it:
-every byte the call held at once, its output included, its input not.
+Each case runs in a fresh Python process, measured as ``benchmarks/_peak.py``
+says (shared with ``bench_peak_memory.py``): the child builds a ``size`` x
+``size`` uint8 image (scikit-image's ``camera`` tiled, plus Gaussian noise of
+s.d. 25), runs the filter once on a 64 x 64 image, resets the kernel's peak
+resident set size and runs it on the full image. The peak is ``VmHWM`` after
+the call minus ``VmRSS`` before it: every byte the call held at once, its
+output included, its input not.
 
 Cases: ``nlm`` (non-local means, patch 7, search radius 7), ``skr`` (steering
 kernel regression, its defaults with ``sigma`` given), ``bilateral``
@@ -27,15 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from _peak import peak_of, run_child
 
 SIGMA = 25.0
 DEFAULT = ("nlm", "skr", "bilateral", "skimage-nlm", "opencv-nlm")
@@ -80,41 +78,15 @@ def _case(name: str) -> Callable[[np.ndarray], Any]:
     raise SystemExit(f"unknown case {name!r}; cases: {', '.join(DEFAULT)}")
 
 
-def _status(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def child(name: str, size: int, budget: float) -> dict[str, Any]:
-    import nadaraya
-
     run = _case(name)
     img, small = noisy_uint8(size), noisy_uint8(64)
-    with nadaraya.config_context(working_memory=budget):
-        run(small)
-        try:
-            Path("/proc/self/clear_refs").write_text("5")
-            reset = True
-        except OSError:
-            reset = False
-        before = _status("VmRSS")
-        start = time.perf_counter()
-        out = run(img)
-        seconds = time.perf_counter() - start
-    peak = _status("VmHWM") - before
-    return {"peak": peak, "reset": reset, "seconds": seconds, "out": int(np.asarray(out).nbytes)}
+    result, out = peak_of(lambda: run(img), lambda: run(small), budget)
+    return {**result, "out": int(np.asarray(out).nbytes)}
 
 
 def measure(name: str, size: int, budget: float) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", name, "--size", str(size), "--budget",
-           str(budget)]
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
-    if proc.returncode:
-        raise RuntimeError(f"case {name} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(__file__, name, ["--size", str(size), "--budget", str(budget)])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,15 +1,12 @@
 """Peak memory of each face against the working-memory budget.
 
 Each case runs in a fresh Python process (``--child``), with the budget set by
-``nadaraya.config_context(working_memory=...)``. The child imports nadaraya,
-builds its input, runs the face once on a small input (what loads lazily is
-loaded, thread pools started), then resets the kernel's peak resident set size
-(``/proc/self/clear_refs``) and runs the face on the full input. Its peak is
-``VmHWM`` after the run minus ``VmRSS`` before it: every byte the call held at
-once, its output included, its input not (glibc is told to return large
-blocks at once, ``MALLOC_MMAP_THRESHOLD_``, so its cache does not count).
-Where the kernel cannot reset the peak, the peak of the whole child is taken
-(an upper bound: it includes building the input) and the table says so.
+``nadaraya.config_context(working_memory=...)``, and its peak is measured as
+``benchmarks/_peak.py`` says: ``VmHWM`` after the call minus ``VmRSS`` before
+it, after a run on a small input and a reset of the peak, so every byte the
+call held at once, its output included, its input not. Where the kernel
+cannot reset the peak, the peak of the whole child is taken (an upper bound:
+it includes building the input) and the table says so.
 
 * Image filters: a ``size`` x ``size`` gray float32 image, scikit-image's
   ``camera`` tiled, plus Gaussian noise of s.d. 25 (0-255 scale).
@@ -44,15 +41,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from _peak import peak_of, run_child
 
 Call = Callable[[], Any]
 # name -> (build(args) -> (call on the full input, call on a small input, output bytes))
@@ -172,50 +166,19 @@ def _attention(args: argparse.Namespace) -> tuple[Call, Call, int]:
 
 
 # -- the child ------------------------------------------------------------------
-def _status(field: str) -> int:
-    """A ``/proc/self/status`` field in bytes."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return _status("VmHWM") <= _status("VmRSS") + (1 << 20)
-
-
 def child(args: argparse.Namespace) -> dict[str, Any]:
-    import nadaraya
-
     run, warm, out_bytes = CASES[args.child](args)
-    with nadaraya.config_context(working_memory=args.budget):
-        warm()
-        reset = _reset_peak()
-        before = _status("VmRSS")
-        start = time.perf_counter()
-        result = run()
-        seconds = time.perf_counter() - start
-    peak = _status("VmHWM") - before
-    del result
-    return {"peak": peak, "reset": reset, "seconds": seconds, "out_bytes": out_bytes}
+    result, out = peak_of(run, warm, args.budget)
+    del out
+    return {**result, "out_bytes": out_bytes}
 
 
 def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one case in a fresh process: its peak bytes above the baseline, its seconds,
     its output's bytes and whether the peak was reset before the call."""
-    cmd = [sys.executable, __file__, "--child", name, "--size", str(args.size), "--budget",
-           str(args.budget), "--points", str(args.points), "--tokens", str(args.tokens)]
-    # glibc returns every large block at once: the peak is what the call held, not the
-    # allocator's cache (as in tests/engine/test_memory.py)
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
-    if proc.returncode:
-        raise RuntimeError(f"case {name} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(__file__, name, ["--size", str(args.size), "--budget", str(args.budget),
+                                      "--points", str(args.points), "--tokens",
+                                      str(args.tokens)])
 
 
 def main(argv: list[str] | None = None) -> None:

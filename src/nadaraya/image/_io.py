@@ -13,7 +13,7 @@ import io
 import math
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from .._errors import NadarayaError
 
 if TYPE_CHECKING:
     from .._files import Output
+    from ..engine.grid import Block
 
 __all__ = ["Image", "as_image", "check_positive", "data_range_of", "image_writer", "read_image",
            "write_image"]
@@ -35,28 +36,75 @@ class Image:
 
     Attributes
     ----------
-    data : torch.Tensor of shape (channels, height, width)
-        Floating, on the caller's device.
+    pixels : torch.Tensor of shape (channels, height, width)
+        The values: floating, on the caller's device; or, for an integer
+        image, a view of the caller's pixels in their own dtype, converted
+        to ``compute`` where they are read (:attr:`data`, :meth:`read`).
     gray : bool
         Whether the input had no channel axis.
     dtype : numpy dtype or torch dtype
         The input dtype (uint8 results are rounded and clipped).
     is_torch : bool
         Whether the input was a torch tensor.
+    compute : torch.dtype, optional
+        The dtype the filters compute in; default that of ``pixels``.
     """
 
-    data: torch.Tensor
+    pixels: torch.Tensor
     gray: bool
     dtype: Any
     is_torch: bool
+    compute: torch.dtype | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.compute is None:
+            self.compute = self.pixels.dtype
+
+    @property
+    def data(self) -> torch.Tensor:
+        """The whole image ``(channels, height, width)`` in ``compute``, contiguous.
+
+        An integer image is converted on first use and kept; filters that run
+        in blocks read them with :meth:`read` instead and never hold it.
+        """
+        if self.pixels.dtype != self.compute:
+            self.pixels = self.pixels.to(self.compute).contiguous()
+        return self.pixels
+
+    def read(self, block: Block, border: str = "reflect") -> torch.Tensor:
+        """The region ``block`` reads, ``(channels, *read shape)``, in ``compute``
+        (see :meth:`nadaraya.engine.grid.Block.read`)."""
+        region = block.read(self.pixels, border)
+        if region.dtype == self.compute:
+            return region
+        return region.to(self.compute, memory_format=torch.contiguous_format)
+
+    def empty(self) -> torch.Tensor:
+        """An uninitialized ``(channels, height, width)`` array of ``compute`` for the
+        result."""
+        return torch.empty(self.pixels.shape, dtype=self.compute, device=self.device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.pixels.device
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per number in ``compute``."""
+        return torch.empty((), dtype=self.compute).element_size()
+
+    @property
+    def read_bytes(self) -> int:
+        """Bytes per pixel of a region :meth:`read` allocates (0: it returns views)."""
+        return 0 if self.pixels.dtype == self.compute else self.itemsize * self.channels
 
     @property
     def shape(self) -> tuple[int, int]:
-        return int(self.data.shape[1]), int(self.data.shape[2])
+        return int(self.pixels.shape[1]), int(self.pixels.shape[2])
 
     @property
     def channels(self) -> int:
-        return int(self.data.shape[0])
+        return int(self.pixels.shape[0])
 
     @property
     def integer(self) -> bool:
@@ -64,11 +112,15 @@ class Image:
                     else np.dtype(self.dtype).kind == "f")
 
     def back(self, out: torch.Tensor) -> Any:
-        """``out`` of shape (channels, height, width) in the caller's kind, dtype and layout."""
+        """``out`` of shape (channels, height, width) in the caller's kind, dtype and layout.
+
+        For an integer image ``out`` is rounded and clipped in place (it is
+        the filter's own array: the caller's pixels are integers).
+        """
         out = out[0] if self.gray else out.permute(1, 2, 0)
         if self.integer:
             info = torch.iinfo(self.dtype) if self.is_torch else np.iinfo(self.dtype)
-            out = out.round().clamp_(float(info.min), float(info.max))
+            out = out.round_().clamp_(float(info.min), float(info.max))
         if self.is_torch:
             return out.to(self.dtype)
         return out.detach().cpu().numpy().astype(self.dtype, copy=False)
@@ -87,6 +139,9 @@ def as_image(image: Any, name: str = "image", *, dtype: torch.dtype | None = Non
     Returns
     -------
     Image
+        Floating pixels; an integer image's pixels stay a view of the input
+        in its own dtype, converted block by block as a filter reads them
+        (:meth:`Image.read`), or whole on first use of :attr:`Image.data`.
     """
     is_torch = isinstance(image, torch.Tensor)
     if is_torch:
@@ -128,10 +183,13 @@ def as_image(image: Any, name: str = "image", *, dtype: torch.dtype | None = Non
         raise NadarayaError(f"{name} is empty (shape {tuple(t.shape)}).")
     if dtype is None:
         dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
-    data = (t[None] if t.ndim == 2 else t.permute(2, 0, 1)).to(dtype).contiguous()
-    # integers are finite; for floats a finite sum proves every value finite
-    if data.is_floating_point() and t.is_floating_point() and not math.isfinite(
-            float(data.sum())):
+    planar = t[None] if t.ndim == 2 else t.permute(2, 0, 1)
+    if not t.is_floating_point():
+        # integers are finite: converted where a filter reads them
+        return Image(planar, t.ndim == 2, in_dtype, is_torch, compute=dtype)
+    data = planar.to(dtype).contiguous()
+    # a finite sum proves every value finite
+    if data.is_floating_point() and not math.isfinite(float(data.sum())):
         _check_finite(data, name)
     return Image(data, t.ndim == 2, in_dtype, is_torch)
 

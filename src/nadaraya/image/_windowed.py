@@ -49,7 +49,7 @@ def windowed_filter(img: Any, dask: bool, kernel: QuadraticKernel, radius: int, 
     ndarray, torch.Tensor or dask array
         Same shape, dtype and range as the caller's image.
     """
-    offsets = window_offsets(radius, 2, window, device=None if dask else img.data.device)
+    offsets = window_offsets(radius, 2, window, device=None if dask else img.device)
 
     def region(values: torch.Tensor, block: Block, extras: Any = ()) -> torch.Tensor:
         state = grid_smooth(values, kernel, offsets, border=border, keys_outside=True)
@@ -59,8 +59,8 @@ def windowed_filter(img: Any, dask: bool, kernel: QuadraticKernel, radius: int, 
     outside = radius if border == "wrap" else 0
     if dask:
         return map_image(region, img, radius, outside=outside, wrap=border == "wrap")
-    data = img.data
-    per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
-    out = run_blocks(tracked(lambda block: region(block.read(data, border), block)),
-                     torch.empty_like(data), radius, per_pixel, outside=outside)
+    # an integer image is converted block by block, as the blocks are read
+    per_pixel = img.itemsize * (_PER_CHANNEL * img.channels + _PER_PIXEL) + img.read_bytes
+    out = run_blocks(tracked(lambda block: region(img.read(block, border), block)),
+                     img.empty(), radius, per_pixel, outside=outside)
     return img.back(out)

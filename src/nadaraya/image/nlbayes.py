@@ -19,9 +19,10 @@ Colour images are moved to an orthonormal opponent basis (luminance and two
 differences, so the noise keeps its ``sigma``), grouped on all channels
 jointly and estimated channel by channel, as NL-Bayes does in YUV.
 
-The search is vectorized over a chunk of reference patches at a time; the
-chunk is sized so its distance and group tensors stay within the
-working-memory budget (:func:`nadaraya.config_context`).
+Each chunk of reference patches finds its groups with the grid engine's patch
+search (:func:`nadaraya.engine.grid.nearest_patches`, ties to the smaller
+position) and estimates them at once; the chunk is sized so its group
+tensors stay within the working-memory budget (:func:`nadaraya.config_context`).
 """
 
 from __future__ import annotations
@@ -33,13 +34,14 @@ import torch
 
 from .._config import block_elements
 from .._errors import NadarayaError
+from ..engine.grid import nearest_patches
 from ._io import as_image, check_positive
 from ._layout import apply_layout, needs_layout
 
 __all__ = ["nl_bayes", "nl_bayes_stage"]
 
-# Numbers per reference patch and search offset in one chunk (distances, their patch
-# differences over the patch's values), and per group member (indices, patches, estimates).
+# Buffers per number of a chunk: per reference patch, its candidates' values (as the patch
+# search holds them) or its group's (indices, patches, estimates), whichever is larger.
 _GROUP_BUFFERS = 6
 
 
@@ -89,10 +91,7 @@ def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, st
     rows, cols = _starts(height, p, step), _starts(width, p, step)
     reach_r, reach_c = min(search_radius, height - p), min(search_radius, width - p)
     k = min(k, (reach_r + 1) * (reach_c + 1))
-    dy, dx = torch.meshgrid(torch.arange(-search_radius, search_radius + 1),
-                            torch.arange(-search_radius, search_radius + 1), indexing="ij")
-    dy, dx = dy.flatten(), dx.flatten()
-    n_off = dy.numel()
+    n_off = (2 * search_radius + 1) ** 2
     device = noisy.device
     pcols = width - p + 1
     # every patch as a row: (positions, c, n), position = top-left row * pcols + column
@@ -107,17 +106,10 @@ def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, st
     per_ref = max(n_off * c * n, k * c * n * 4 + c * n * n * 3)
     chunk = max(1, block_elements(noisy.element_size(), _GROUP_BUFFERS) // per_ref)
     ri, ci = torch.meshgrid(rows, cols, indexing="ij")
-    ri, ci = ri.flatten(), ci.flatten()
-    for s in range(0, ri.numel(), chunk):
-        r0, c0 = ri[s:s + chunk], ci[s:s + chunk]
-        cr, cc = r0[:, None] + dy, c0[:, None] + dx  # (m, n_off)
-        valid = (cr >= 0) & (cr <= height - p) & (cc >= 0) & (cc <= width - p)
-        cand = (cr.clamp(0, height - p) * pcols + cc.clamp(0, width - p)).to(device)
-        ref = guide[(r0 * pcols + c0).to(device)]  # (m, c, n)
-        dist = ((guide[cand] - ref[:, None]) ** 2).sum((-1, -2))
-        dist = dist.masked_fill(~valid.to(device), math.inf)
-        near = dist.topk(k, dim=1, largest=False).indices
-        members = torch.gather(cand, 1, near)  # (m, k)
+    refs = torch.stack([ri.flatten(), ci.flatten()], 1)
+    for s in range(0, refs.shape[0], chunk):
+        # every reference has at least k candidates: no index is -1
+        members = nearest_patches(pilot, p, search_radius, k, references=refs[s:s + chunk])[0]
         group = values[members]  # (m, k, c, n)
         mean = group.mean(1, keepdim=True)
         centred = group - mean
@@ -131,7 +123,7 @@ def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, st
         filt = _filter_matrix(cov, sigma2, stage, beta)
         est = (centred.permute(0, 2, 1, 3) @ filt).permute(0, 2, 1, 3) + mean
         if stage == 1 and flat > 0:
-            spread = group.permute(0, 2, 1, 3).reshape(len(r0), c, -1).var(-1, unbiased=False)
+            spread = group.permute(0, 2, 1, 3).reshape(len(members), c, -1).var(-1, unbiased=False)
             level = group.mean((1, 3))  # (m, c)
             is_flat = (spread <= (flat * flat) * sigma2)[:, None, :, None]
             est = torch.where(is_flat, level[:, None, :, None].expand_as(est), est)

@@ -28,7 +28,7 @@ from .._errors import NadarayaError
 from ..engine.grid import BORDERS, Block, grid_smooth, pad, run_blocks, window_offsets
 from ..kernels.quadratic import QuadraticKernel, gaussian_patch, nlm_kernel
 from ._dask import dask_image, is_dask, map_image, refuse
-from ._io import as_image, check_positive
+from ._io import Image, as_image, check_positive
 from ._layout import apply_layout, needs_layout
 from ._progress import tracked
 from ._volume import nlm_volume
@@ -165,13 +165,13 @@ def non_local_means(image: Any, h: float, patch_size: int = 7, search_radius: in
         raise NadarayaError(
             f"search_radius must be an integer >= 0 or None (global); got {search_radius!r}."
         )
-    offsets = window_offsets(search_radius, 2, device=None if dask else img.data.device)
+    offsets = window_offsets(search_radius, 2, device=None if dask else img.device)
     if dask:
         return map_image(lambda region, block, extras: filter_region(
             region, kernel, offsets, border, block.inside(region.device)), img,
             nlm_halo(kernel, offsets), outside=patch_size // 2 if border == "wrap" else 0,
             least=patch_size, wrap=border == "wrap")
-    return img.back(filter_blocks(img.data, kernel, offsets, border))
+    return img.back(filter_blocks(img, kernel, offsets, border))
 
 
 def _sigma(sigma: Any) -> float:
@@ -201,18 +201,19 @@ def nlm_halo(kernel: QuadraticKernel, offsets: torch.Tensor) -> int:
     return int(offsets.abs().max()) + prad
 
 
-def filter_blocks(data: torch.Tensor, kernel: QuadraticKernel, offsets: torch.Tensor,
+def filter_blocks(img: Image, kernel: QuadraticKernel, offsets: torch.Tensor,
                   border: str) -> torch.Tensor:
-    """:func:`filter_region` of ``data`` ``(c, H, W)`` block by block; ``(c, H, W)``."""
+    """:func:`filter_region` of ``img`` block by block (an integer image converted
+    as its blocks are read); ``(c, H, W)``."""
     size = 1 if kernel.patch is None else int(kernel.patch.shape[0])
 
     def one(block: Block) -> torch.Tensor:
-        return filter_region(block.read(data, border), kernel, offsets, border,
-                             block.inside(data.device))
+        return filter_region(img.read(block, border), kernel, offsets, border,
+                             block.inside(img.device))
 
-    per_pixel = data.element_size() * (_PER_CHANNEL * data.shape[0] + _PER_PIXEL)
+    per_pixel = img.itemsize * (_PER_CHANNEL * img.channels + _PER_PIXEL) + img.read_bytes
     # "wrap" reads the far side of the image: the patches beyond a border a block meets
-    return run_blocks(tracked(one), torch.empty_like(data), nlm_halo(kernel, offsets), per_pixel,
+    return run_blocks(tracked(one), img.empty(), nlm_halo(kernel, offsets), per_pixel,
                       outside=size // 2 if border == "wrap" else 0, least=size)
 
 

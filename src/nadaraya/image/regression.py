@@ -103,7 +103,7 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
         radius = default_radius(h, img.shape)
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
-    offsets = window_offsets(radius, 2, device=None if dask else img.data.device)
+    offsets = window_offsets(radius, 2, device=None if dask else img.device)
     kernel = classic_kernel(h)
 
     def region(values: torch.Tensor, block: Block, extras: Any = ()) -> torch.Tensor:
@@ -111,7 +111,7 @@ def kernel_regression(image: Any, h: float, order: int = 0, *,
 
     if dask:
         return map_image(region, img, radius)
-    data = img.data
-    per_pixel = data.element_size() * fit_numbers(data.shape[0], order)
-    return img.back(run_blocks(tracked(lambda block: region(block.read(data), block)),
-                               torch.empty_like(data), radius, per_pixel))
+    # an integer image is converted block by block, as the blocks are read
+    per_pixel = img.itemsize * fit_numbers(img.channels, order) + img.read_bytes
+    return img.back(run_blocks(tracked(lambda block: region(img.read(block), block)),
+                               img.empty(), radius, per_pixel))

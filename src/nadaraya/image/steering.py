@@ -246,8 +246,8 @@ def _pilot_stage(img: Any, pilot: Any, sigma: float | None, full: float, dask: b
             expected = (img.channels, *img.shape)
             given = given.array
         else:
-            given = as_image(pilot, "pilot", dtype=img.data.dtype).data.to(img.data.device)
-            shape, expected = tuple(given.shape), tuple(img.data.shape)
+            given = as_image(pilot, "pilot", dtype=img.compute).data.to(img.device)
+            shape, expected = tuple(given.shape), (img.channels, *img.shape)
         if shape != expected:
             raise NadarayaError(
                 f"pilot must have the image's size and channels {expected} "
@@ -268,7 +268,7 @@ def _pilot_stage(img: Any, pilot: Any, sigma: float | None, full: float, dask: b
     kernel = nlm_kernel(params["h"], patch_weights(params["patch_size"]), img.channels,
                         sigma=params["sigma"])
     offsets = window_offsets(params["search_radius"], 2,
-                             device=None if dask else img.data.device)
+                             device=None if dask else img.device)
     return (lambda region, extras: filter_region(region, kernel, offsets, "reflect"),
             nlm_halo(kernel, offsets), None)
 
@@ -321,7 +321,7 @@ def _resolve(image: Any, img: Any, dask: bool, h: Any, iterations: Any, sigma: A
         initial_h = 0.5 if is_image else 1.0
     initial_h = check_positive(initial_h, "initial_h")
     if radius is None:
-        radius = default_radius(h, img.data.shape[1:] if not dask else img.shape) + 1
+        radius = default_radius(h, img.pixels.shape[1:] if not dask else img.shape) + 1
     if not isinstance(radius, int) or radius < 1:
         raise NadarayaError(f"radius must be an integer >= 1; got {radius!r}.")
     # 1 / (2 range_sigma^2), at most the largest float (a range_sigma whose square
@@ -477,7 +477,7 @@ def steering_kernel_regression(
      full) = _resolve(image, img, dask, h, iterations, sigma, order, radius, window,
                            lambda_elongation, lambda_scale, alpha, initial_h, pilot,
                            range_sigma, data_range)
-    device = None if dask else img.data.device
+    device = None if dask else img.device
     pilot_of, pilot_halo, given = _pilot_stage(img, pilot, sigma, full, dask)
     first_offsets = window_offsets(default_radius(initial_h, img.shape), device=device)
     offsets = window_offsets(radius, 2, device=device)
@@ -485,7 +485,7 @@ def steering_kernel_regression(
     def region(source: torch.Tensor, block: Block, extras: Sequence[torch.Tensor] = ()
                ) -> torch.Tensor:
         guide = pilot_of(source, extras)
-        dtype = img.compute if dask else img.data.dtype
+        dtype = img.compute
         return steer(source, guide, local_fit(guide, classic_kernel(initial_h), first_offsets, 2),
                      iterations=iterations, photometric=photometric, offsets=offsets,
                      order=order, ndim=2,
@@ -499,8 +499,8 @@ def steering_kernel_regression(
     extras = () if given is None else (given,)
     if dask:
         return map_image(region, img, halo, extras=extras)
-    data = img.data
-    per_pixel = data.element_size() * _numbers(data.shape[0])
+    # an integer image is converted block by block, as the blocks are read
+    per_pixel = img.itemsize * _numbers(img.channels) + img.read_bytes
     return img.back(run_blocks(
-        tracked(lambda block: region(block.read(data), block, [block.read(e) for e in extras])),
-        torch.empty_like(data), halo, per_pixel))
+        tracked(lambda block: region(img.read(block), block, [block.read(e) for e in extras])),
+        img.empty(), halo, per_pixel))

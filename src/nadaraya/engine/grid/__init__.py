@@ -9,6 +9,8 @@ What image filters and regular series need from it, and all they may use:
 * :func:`run_blocks` and :class:`Block`, an image (or a volume, any number
   of axes) larger than the working memory cut into blocks with the halo a
   filter reads (:func:`blocks` lists them);
+* :func:`nearest_patches`, the ``k`` nearest patches of reference patches
+  within a search window (patch grouping, as in non-local Bayes);
 * :func:`peak_exponent` and :func:`scale_pow2`, exact scaling by powers of
   two that keeps any image's range inside the dtype.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from ._blocks import BLOCK_SHARE, Block, blocks, run_blocks
 from ._lattice import monomials, pad, window_offsets
+from ._patches import nearest_patches
 from ._plan import peak_exponent, scale_pow2
 from ._smooth import BORDERS, grid_smooth
 
@@ -27,6 +30,7 @@ __all__ = [
     "blocks",
     "grid_smooth",
     "monomials",
+    "nearest_patches",
     "pad",
     "peak_exponent",
     "run_blocks",
