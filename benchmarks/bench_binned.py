@@ -88,9 +88,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample", type=int, default=2000, help="queries checked exactly")
     parser.add_argument("--kdepy-grids", default="ours,16384,1024",
                         help="KDEpy grid sizes: 'ours' and/or numbers")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     args = parser.parse_args(argv)
 
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     import nadaraya
     from nadaraya.engine._api import build_job
