@@ -80,6 +80,19 @@ def distance(q: torch.Tensor, k: torch.Tensor, *,
     unit = _problem_scale(q, k)
     if q.requires_grad or k.requires_grad:
         return _ScaledDistance.apply(q, k, unit)
+    return _scaled(q, k, unit, out)
+
+
+def _scaled(q: torch.Tensor, k: torch.Tensor, unit: torch.Tensor,
+            out: torch.Tensor | None) -> torch.Tensor:
+    """``||q / unit - k / unit|| * unit`` without a gradient (into ``out`` when given).
+
+    The one formula of the distance's value, with or without a gradient: a
+    differentiable pass that recomputes a block (the autograd engine's
+    backward) must round as the forward did, or a score one ulp above the
+    forward's maximum (1e23 for scores of 1e39 in float64) makes
+    ``exp(s - max)`` overflow.
+    """
     if 0 < q.shape[-1] <= DIRECT_MAX_FEATURES:
         return _direct(q / unit, k / unit, 1.0, out).sqrt_().mul_(unit)
     r = _cdist(q / unit, k / unit)
@@ -135,7 +148,7 @@ class _ScaledDistance(torch.autograd.Function):
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor,
                 unit: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(q, k, unit)
-        return _cdist(q / unit, k / unit) * unit
+        return _scaled(q.detach(), k.detach(), unit, None)
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:

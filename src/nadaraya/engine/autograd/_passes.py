@@ -164,7 +164,11 @@ def _backward(spec: BlockProblem, qp: torch.Tensor, kp: torch.Tensor, v: torch.T
             with torch.no_grad():
                 if spec.log_domain:
                     s = _combine(spec, raw.detach(), extra)
-                    p = torch.exp(s - shift[..., rows, None]) * inv[..., rows, None]
+                    # s <= top in the forward; a block recomputed with a gradient that
+                    # rounds one ulp higher (1e23 for scores of 1e39) must not make
+                    # exp overflow (NaN stays NaN)
+                    p = torch.exp((s - shift[..., rows, None]).clamp_(max=0.0))
+                    p = p * inv[..., rows, None]
                     pk = p if keep is None else p * keep
                     ds = p * ((gv - d) * inner)
                     if g_stat is not None:
