@@ -606,6 +606,10 @@ def test_module_keeps_the_float64_result(m: dict) -> None:
     subnormal_points = any(0 < _top(m["inputs"][n]) < smallest for n in ("query", "key"))
     loose = (not _resolved(m) or bool(names & {"linear", "laplacian", "polynomial"})
              or ("exponential" in names and subnormal_points))
+    # Not even finiteness for the gradients of a signed kernel of subnormal points: the
+    # normaliser of the rounded projections cancels in the dtype, and the exact gradient of
+    # that rounded problem lies beyond the dtype's range (tests/hostile/test_nn_gradients.py)
+    unbounded = bool(names & {"linear", "polynomial"}) and subnormal_points
     assert got[0].dtype == dtype
     names = ["query", "key", "value"] + [n for n, _ in m["module"].named_parameters()]
     pairs = [("output", got[0], ref[0], [r[0] for r in moved])]
@@ -620,7 +624,7 @@ def test_module_keeps_the_float64_result(m: dict) -> None:
         del tensors[1]
     for (what, a, b, c), x in zip(pairs, tensors, strict=True):
         top = _top(b) if b.numel() else 0.0
-        if not math.isfinite(top):
+        if not math.isfinite(top) or (unbounded and what.startswith("gradient")):
             continue
         rows = b.numel() // b.shape[-1] if b.ndim and b.shape[-1] else 1
         # One rounding of the tensor's largest entry, or of the natural scale of a
