@@ -66,14 +66,14 @@ def _compiling() -> bool:
     return bool(torch.compiler.is_compiling())
 
 
-def _squared(qa: torch.Tensor, ka: torch.Tensor, qb: torch.Tensor, k: torch.Tensor,
-             qn: torch.Tensor, kn: torch.Tensor, top: torch.Tensor, check: bool,
+def _squared(r2: torch.Tensor, qb: torch.Tensor, k: torch.Tensor, qn: torch.Tensor,
+             kn: torch.Tensor, top: torch.Tensor, check: bool,
              ) -> tuple[torch.Tensor, _Close, torch.Tensor | None]:
     """Squared distances ``(g, mb, n)`` of scaled points, the close pairs' indices, and
     the rows' least squared distance where no pair was measured again (else None).
 
-    ``qa = [q, ||q||^2, 1]`` and ``ka = [-2 k, 1, ||k||^2]`` give them by one
-    product. A tile whose rows' least distance is beyond a quarter of
+    ``r2``: the product of ``[q, 1, ||q||^2]`` and ``[-2 k, ||k||^2, 1]``, in
+    place. A tile whose rows' least distance is beyond a quarter of
     ``||q||^2`` plus the largest ``||k||^2`` of its problem (``top``) has no
     close pair, which one pass over the rows' minima shows (the usual case);
     otherwise the close pairs (every pair at distance 0 among them) are
@@ -82,7 +82,6 @@ def _squared(qa: torch.Tensor, ka: torch.Tensor, qb: torch.Tensor, k: torch.Tens
     distance is then positive). ``check=False``: the caller knows the tile
     has no close pair (the forward pass found none).
     """
-    r2 = torch.bmm(qa, ka.mT)
     if _compiling() or not r2.numel():
         return r2.clamp_(min=0.0), None, None
     if not check:
@@ -119,23 +118,40 @@ def _tiles(problems: int, m: int, n: int, itemsize: int) -> list[tuple[slice, sl
             for p0 in range(0, problems, per) for r0 in range(0, m, mb)]
 
 
-def _blocks(tiles: list[tuple[slice, slice]]) -> list[tuple[list[tuple[slice, slice]], bool]]:
-    """The tiles in blocks for the worker threads, and whether each block holds every
-    tile of its problems (its keys' gradients are then its own to sum).
+# a worker's share: (problems, their tiles' rows, whether it holds every row of them)
+_Segment = tuple[slice, list[slice], bool]
 
-    A block is the tiles of a group of problems; where the groups are fewer than
-    twice the threads, the rows of each are split among several blocks.
+
+def _blocks(tiles: list[tuple[slice, slice]]) -> list[list[_Segment]]:
+    """The tiles in blocks for the worker threads, in segments of one group of problems.
+
+    A segment that holds every row of its problems sums their keys' gradients
+    itself; where the groups are fewer than twice the threads, the rows of
+    each are split among several segments. About four blocks per thread, so
+    that a worker reuses its scratch tiles over many segments.
     """
-    groups: dict[int, list[tuple[slice, slice]]] = {}
-    for tile in tiles:
-        groups.setdefault(tile[0].start, []).append(tile)
-    parts = max(1, -(-2 * torch.get_num_threads() // max(1, len(groups))))
-    blocks = []
-    for group in groups.values():
-        size = -(-len(group) // min(parts, len(group)))
-        chunks = [group[i:i + size] for i in range(0, len(group), size)]
-        blocks += [(chunk, len(chunks) == 1) for chunk in chunks]
-    return blocks
+    groups: dict[int, tuple[slice, list[slice]]] = {}
+    for ps, rows in tiles:
+        groups.setdefault(ps.start, (ps, []))[1].append(rows)
+    threads = torch.get_num_threads()
+    parts = max(1, -(-2 * threads // max(1, len(groups))))
+    segments: list[_Segment] = []
+    for ps, rows in groups.values():
+        size = -(-len(rows) // min(parts, len(rows)))
+        chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+        segments += [(ps, chunk, len(chunks) == 1) for chunk in chunks]
+    per = max(1, len(segments) // (4 * threads))
+    return [segments[i:i + per] for i in range(0, len(segments), per)]
+
+
+class _Scratch:
+    """Tiles of memory a worker reuses: a fresh tile of a megabyte costs page faults."""
+
+    def __init__(self, count: int, size: int, like: torch.Tensor) -> None:
+        self.flat = [like.new_empty(size) for _ in range(count)]
+
+    def __call__(self, i: int, *shape: int) -> torch.Tensor:
+        return self.flat[i][:math.prod(shape)].view(shape)
 
 
 def _pick(t: torch.Tensor | None, lead: tuple[int, ...], ps: slice) -> torch.Tensor | None:
@@ -162,8 +178,8 @@ class _Points:
     """Scaled points of a group of problems ``(g, ., e)``, their augmented forms.
 
     ``qa = [q, 1, ||q||^2]`` and ``ka = [-2 k, ||k||^2, 1]`` give the squared
-    distances by one product; ``q1 = [q, 1]`` and ``k1 = [k, 1]`` the
-    gradients' sums. Points are divided by ``unit`` (see :func:`_unit`).
+    distances by one product; ``q1 = [q, 1]`` the keys' gradients with their
+    sums. Points are divided by ``unit`` (see :func:`_unit`).
     """
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor) -> None:
@@ -172,12 +188,10 @@ class _Points:
         self.unit = _unit(q, k)
         self.qa = q.new_empty(g, m, e + 2)
         self.ka = k.new_empty(g, n, e + 2)
-        self.k1 = k.new_empty(g, n, e + 1)
         self.q = torch.div(q, self.unit, out=self.qa[..., :e])
-        self.k = torch.div(k, self.unit, out=self.k1[..., :e])
+        self.k = k / self.unit
         self.q1 = self.qa[..., :e + 1]
         self.qa[..., e] = 1.0
-        self.k1[..., e] = 1.0
         self.ka[..., e + 1] = 1.0
         self.qn = torch.linalg.vecdot(self.q, self.q, out=self.qa[..., e + 1])  # (g, m)
         self.kn = torch.linalg.vecdot(self.k, self.k, out=self.ka[..., e])  # (g, n)
@@ -185,21 +199,17 @@ class _Points:
         # (g, 1, 1); no key: 0
         self.top = (self.kn.amax(-1) if n else self.kn.new_zeros(g))[:, None, None]
 
-    def distances(self, rows: slice, check: bool = True,
+    def distances(self, rows: slice, scratch: _Scratch, check: bool = True,
                   ) -> tuple[torch.Tensor, _Close, torch.Tensor | None]:
-        """Scaled distances ``(g, mb, n)`` of a tile, its close pairs (None: every
-        distance is positive), and the rows' least distance (or None)."""
-        r2, where, least = _squared(self.qa[:, rows], self.ka, self.q[:, rows], self.k,
-                                    self.qn[:, rows], self.kn, self.top, check)
+        """Scaled distances ``(g, mb, n)`` of a tile (in the first scratch tile, or
+        a new one), its close pairs (None: every distance is positive), and the
+        rows' least distance (or None)."""
+        qa = self.qa[:, rows]
+        g, mb, n = qa.shape[0], qa.shape[1], self.ka.shape[1]
+        r2 = torch.bmm(qa, self.ka.mT, out=scratch(0, g, mb, n))
+        r2, where, least = _squared(r2, self.q[:, rows], self.k, self.qn[:, rows], self.kn,
+                                    self.top, check)
         return r2.sqrt_(), where, None if least is None else least.sqrt_()
-
-
-def _augmented(x: torch.Tensor, last: torch.Tensor | float) -> torch.Tensor:
-    """``[x, last]`` along the last dimension (``last`` of shape ``x.shape[:-1]``)."""
-    out = x.new_empty(*x.shape[:-1], x.shape[-1] + 1)
-    out[..., :-1] = x
-    out[..., -1] = last
-    return out
 
 
 def _weights(d: torch.Tensor, least: torch.Tensor | None, unit: torch.Tensor,
@@ -232,39 +242,44 @@ class _DistanceSmooth(torch.autograd.Function):
                 bias: torch.Tensor | None, mask: BlockMask | None,
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         lead, m, n, p = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2], v.shape[-1]
-        problems = math.prod(lead)
-        e = q.shape[-1]
+        problems, e = math.prod(lead), q.shape[-1]
         q3, k3 = q.detach().reshape(problems, m, e), k.detach().reshape(problems, n, e)
         v3 = v.detach().reshape(problems, n, p)
-        blocks = _blocks(_tiles(problems, m, n, q.element_size()))
-        new = v.new_empty if blocks else v.new_zeros  # every row is in a tile; no key: 0
+        tiles = _tiles(problems, m, n, q.element_size())
+        largest = max((ps.stop - ps.start) * (rows.stop - rows.start) * n for ps, rows in tiles) \
+            if tiles else 0
+        new = v.new_empty if tiles else v.new_zeros  # every row is in a tile; no key: 0
         out, tops, totals = new(problems, m, p), new(problems, m, 1), new(problems, m, 1)
         bd = bias.detach() if bias is not None else None
 
-        def run(block: tuple[list[tuple[slice, slice]], bool]) -> list[bool]:
-            close = []
-            ps = block[0][0][0]
+        def run(block: list[_Segment]) -> list[list[bool]]:
+            flags = []
+            scratch = _Scratch(1, largest, q3)
             with torch.no_grad():
-                pts = _Points(q3[ps], k3[ps])
-                v1 = _augmented(v3[ps], 1.0)  # the totals by the product
-                for _, rows in block[0]:
-                    d, where, least = pts.distances(rows)
-                    close.append(where is not None)
-                    extra = _extra(bd, mask, lead, ps, rows, n, q.dtype, q.device)
-                    w, top = _weights(d, least, pts.unit, extra)
-                    acc = torch.bmm(w, v1)
-                    total = acc[..., p:]
-                    if extra is None:  # every row sees its nearest key, of weight 1
-                        torch.div(acc[..., :p], total, out=out[ps, rows])
-                    else:
-                        empty = total == 0
-                        out[ps, rows] = torch.where(empty, 0.0, acc[..., :p] / torch.where(
-                            empty, 1.0, total))
-                    tops[ps, rows] = top
-                    totals[ps, rows] = total
-            return close
+                for ps, tile_rows, _ in block:
+                    close = []
+                    pts = _Points(q3[ps], k3[ps])
+                    vg = v3[ps]
+                    for rows in tile_rows:
+                        d, where, least = pts.distances(rows, scratch)
+                        close.append(where is not None)
+                        extra = _extra(bd, mask, lead, ps, rows, n, q.dtype, q.device)
+                        w, top = _weights(d, least, pts.unit, extra)
+                        acc = torch.bmm(w, vg)
+                        total = w.sum(-1, keepdim=True)
+                        if extra is None:  # every row sees its nearest key, of weight 1
+                            torch.div(acc, total, out=out[ps, rows])
+                        else:
+                            empty = total == 0
+                            out[ps, rows] = torch.where(
+                                empty, 0.0, acc / torch.where(empty, 1.0, total))
+                        tops[ps, rows] = top
+                        totals[ps, rows] = total
+                    flags.append(close)
+            return flags
 
-        ctx.blocks = blocks
+        blocks = _blocks(tiles)
+        ctx.blocks, ctx.largest = blocks, largest
         ctx.close = map_blocks(run, blocks, device=q.device)
         ctx.mask = mask
         totals = totals.view(*lead, m)
@@ -282,52 +297,68 @@ class _DistanceSmooth(torch.autograd.Function):
         v3, g3 = v.detach().reshape(problems, n, p), g_out.reshape(problems, m, p)
         totals = totals.reshape(problems, m, 1)
         bd = bias.detach() if bias is not None else None
-        blocks: list[tuple[list[tuple[slice, slice]], bool]] = ctx.blocks
-        # a block that holds every row of its problems sums their keys' gradients in
-        # place; the others return theirs, added here
-        summed = all(own for _, own in blocks) and bool(blocks)
+        blocks: list[list[_Segment]] = ctx.blocks
+        # a segment that holds every row of its problems writes their keys' gradients;
+        # the others return theirs, added here
+        summed = bool(blocks) and all(own for block in blocks for _, _, own in block)
         dq = (q.new_empty if blocks else q.new_zeros)(problems, m, e) if need_q else None
         dk = (k.new_empty if summed else k.new_zeros)(problems, n, e) if need_k else None
         dv = (v.new_empty if summed else v.new_zeros)(problems, n, p) if need_v else None
         db = q.new_zeros(problems, m, n) if need_b else None
 
-        def run(job: tuple[tuple[list[tuple[slice, slice]], bool], list[bool]],
-                ) -> tuple[slice, torch.Tensor | None, torch.Tensor | None] | None:
-            (tiles, own), close = job
-            ps = tiles[0][0]
+        def run(job: tuple[list[_Segment], list[list[bool]]],
+                ) -> list[tuple[slice, torch.Tensor | None, torch.Tensor | None]]:
+            block, flags = job
+            parts = []
+            scratch = _Scratch(3, ctx.largest, q3)
             with torch.no_grad():
-                pts = _Points(q3[ps], k3[ps])
-                kb = None if dk is None else dk[ps].zero_() if own else torch.zeros_like(dk[ps])
-                vb = None if dv is None else dv[ps].zero_() if own else torch.zeros_like(dv[ps])
-                # rows of [g, -g.out] / total times [v, 1]^T: (g.v_j - g.out_i) / total,
-                # so that dS = exp(s - top) * that, and dv = exp(s - top)^T (g / total)
-                t = totals[ps]
-                gs = g3[ps] * torch.where(t == 0, 0.0, 1.0 / torch.where(t == 0, 1.0, t))
-                g1 = _augmented(gs, torch.linalg.vecdot(gs, out[ps]).neg_())
-                v1 = _augmented(v3[ps], 1.0)
-                shift = tops[ps].neg()
-                for (_, rows), check in zip(tiles, close, strict=True):
-                    d, where, _ = pts.distances(rows, check=check)
-                    extra = _extra(bd, ctx.mask, lead, ps, rows, n, q.dtype, q.device)
-                    if extra is None:
-                        w = torch.addcmul(shift[:, rows], d, pts.unit, value=-1.0).exp_()
-                    else:
-                        w = torch.addcmul(extra, d, pts.unit, value=-1.0).add_(
-                            shift[:, rows]).exp_()
-                    if vb is not None:
-                        vb.baddbmm_(w.mT, gs[:, rows])
-                    ds = torch.bmm(g1[:, rows], v1.mT).mul_(w)
-                    if db is not None:
-                        db[ps, rows] = ds
-                    if dq is not None or kb is not None:
-                        _point_gradients(ds, d, where, pts, rows,
-                                         None if dq is None else dq[ps, rows], kb)
-            return None if own else (ps, kb, vb)
+                for (ps, tile_rows, own), close in zip(block, flags, strict=True):
+                    pts = _Points(q3[ps], k3[ps])
+                    g = ps.stop - ps.start
+                    # transposed sums (the faster products): the keys' gradients as
+                    # [q, 1]^T W, turned into dk at the end, and the values' as g^T P
+                    ub = None if dk is None else q3.new_zeros(g, e + 1, n)
+                    vb = None if dv is None else q3.new_zeros(g, p, n)
+                    # (g.v_j - g.out_i) / total, so that dS = exp(s - top) * that, and
+                    # dv = exp(s - top)^T (g / total)
+                    t = totals[ps]
+                    gs = g3[ps] * torch.where(t == 0, 0.0, 1.0 / torch.where(t == 0, 1.0, t))
+                    centre = torch.linalg.vecdot(gs, out[ps]).neg_()[..., None]
+                    vt = v3[ps].mT
+                    shift = tops[ps].neg()
+                    for rows, check in zip(tile_rows, close, strict=True):
+                        d, where, _ = pts.distances(rows, scratch, check=check)
+                        shape = d.shape
+                        extra = _extra(bd, ctx.mask, lead, ps, rows, n, q.dtype, q.device)
+                        w = scratch(1, *shape)
+                        if extra is None:
+                            torch.addcmul(shift[:, rows], d, pts.unit, value=-1.0, out=w)
+                        else:
+                            torch.addcmul(extra, d, pts.unit, value=-1.0, out=w).add_(
+                                shift[:, rows])
+                        w.exp_()
+                        if vb is not None:
+                            vb.baddbmm_(gs[:, rows].mT, w)
+                        ds = torch.baddbmm(centre[:, rows], gs[:, rows], vt,
+                                           out=scratch(2, *shape)).mul_(w)
+                        if db is not None:
+                            db[ps, rows] = ds
+                        if dq is not None or ub is not None:
+                            _point_gradients(ds, d, where, pts, rows,
+                                             None if dq is None else dq[ps, rows], ub)
+                    kb = None
+                    if ub is not None and dk is not None:
+                        kb = torch.addcmul(ub[:, :e].mT, ub[:, e:].mT, pts.k, value=-1.0,
+                                           out=dk[ps] if own else None)
+                    if vb is not None and dv is not None:
+                        vb = dv[ps].copy_(vb.mT) if own else vb.mT
+                    if not own:
+                        parts.append((ps, kb, vb))
+            return parts
 
-        parts = map_blocks(run, list(zip(blocks, ctx.close, strict=True)), device=q.device)
-        for part in parts:
-            if part is not None:
-                ps, kb, vb = part
+        jobs = list(zip(blocks, ctx.close, strict=True))
+        for parts in map_blocks(run, jobs, device=q.device):
+            for ps, kb, vb in parts:
                 if kb is not None and dk is not None:
                     dk[ps] += kb
                 if vb is not None and dv is not None:
@@ -341,12 +372,13 @@ class _DistanceSmooth(torch.autograd.Function):
 def _point_gradients(ds: torch.Tensor, d: torch.Tensor, where: _Close, pts: _Points,
                      rows: slice, dq: torch.Tensor | None, dk: torch.Tensor | None) -> None:
     """A tile's gradients of the scores ``-unit d``: written to ``dq`` (the tile's
-    rows), added to ``dk`` (the group's keys).
+    rows), ``[q, 1]^T W`` added to ``dk`` (``(g, e + 1, n)``, the group's keys).
 
     ``W = dS / d``: ``dq = W k - rowsum(W) q``, ``dk = W^T q - colsum(W) k``,
-    the sums by the products with ``[k, 1]`` and ``[q, 1]``; close pairs
+    the column sums by the product with ``[q, 1]``; close pairs
     (every pair at distance 0 among them: gradient 0 there) from their
-    differences. ``ds`` is overwritten.
+    differences, added to the first ``e`` columns of ``dk``. ``ds`` is
+    overwritten.
     """
     e = pts.q.shape[-1]
     close = None
@@ -362,17 +394,15 @@ def _point_gradients(ds: torch.Tensor, d: torch.Tensor, where: _Close, pts: _Poi
         w[where] = 0.0
     qb = pts.q[:, rows]
     if dq is not None:
-        t = torch.bmm(w, pts.k1)
-        torch.addcmul(t[..., :e], t[..., e:], qb, value=-1.0, out=dq)
+        torch.addcmul(torch.bmm(w, pts.k), w.sum(-1, keepdim=True), qb, value=-1.0, out=dq)
     if dk is not None:
-        u = torch.bmm(w.mT, pts.q1[:, rows])
-        dk.add_(torch.addcmul(u[..., :e], u[..., e:], pts.k, value=-1.0))
+        dk.baddbmm_(pts.q1[:, rows].mT, w)
     if where is not None and close is not None:
         part = close[:, None] * (qb[where[:-1]] - pts.k[where[0], where[-1]])
         if dq is not None:
             dq.index_put_(where[:-1], -part, accumulate=True)
         if dk is not None:
-            dk.index_put_((where[0], where[-1]), part, accumulate=True)
+            dk[:, :e].mT.index_put_((where[0], where[-1]), part, accumulate=True)
 
 
 def smooth_distance(q: torch.Tensor, k: torch.Tensor, values: torch.Tensor, *,
