@@ -30,7 +30,8 @@ carry the product form's rounding, ``sqrt(e eps) (||q|| + ||k||)`` at most.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
@@ -41,6 +42,8 @@ from ..autograd._problem import working_config
 __all__: list[str] = []
 
 _Close = tuple[torch.Tensor, ...] | None  # indices of close pairs
+T = TypeVar("T")
+R = TypeVar("R")
 
 # pairs with ||q - k||^2 below this fraction of ||q||^2 + ||k||^2 are measured directly
 _CLOSE = 0.25
@@ -48,6 +51,8 @@ _CLOSE = 0.25
 _MOSTLY_CLOSE = 0.125
 # scores per tile: the elementwise steps between two products stay in cache
 _TILE = 2**18
+# under torch.compile, which traces every tile: fewer, larger ones
+_COMPILED_TILE = 2**23
 
 
 def _unit(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -111,7 +116,8 @@ def _tiles(problems: int, m: int, n: int, itemsize: int) -> list[tuple[slice, sl
     if not n:
         return []
     memory = working_config().working_memory * 2**20
-    size = max(1, min(_TILE, int(memory // (itemsize * 6))))
+    tile = _COMPILED_TILE if _compiling() else _TILE
+    size = max(1, min(tile, int(memory // (itemsize * 6))))
     mb = max(1, min(m, size // max(1, n)))
     per = max(1, min(problems, size // max(1, mb * n))) if mb == m else 1
     return [(slice(p0, min(p0 + per, problems)), slice(r0, min(r0 + mb, m)))
@@ -133,7 +139,7 @@ def _blocks(tiles: list[tuple[slice, slice]]) -> list[list[_Segment]]:
     groups: dict[int, tuple[slice, list[slice]]] = {}
     for ps, rows in tiles:
         groups.setdefault(ps.start, (ps, []))[1].append(rows)
-    threads = torch.get_num_threads()
+    threads = 1 if _compiling() else torch.get_num_threads()
     parts = max(1, -(-2 * threads // max(1, len(groups))))
     segments: list[_Segment] = []
     for ps, rows in groups.values():
@@ -142,6 +148,13 @@ def _blocks(tiles: list[tuple[slice, slice]]) -> list[list[_Segment]]:
         segments += [(ps, chunk, len(chunks) == 1) for chunk in chunks]
     per = max(1, len(segments) // (4 * threads))
     return [segments[i:i + per] for i in range(0, len(segments), per)]
+
+
+def _map(fn: Callable[[T], R], blocks: list[T], device: torch.device) -> list[R]:
+    """:func:`~nadaraya.engine._threads.map_blocks`; in turn under ``torch.compile``."""
+    if _compiling():
+        return [fn(block) for block in blocks]
+    return map_blocks(fn, blocks, device=device)
 
 
 class _Scratch:
@@ -188,14 +201,16 @@ class _Points:
         self.unit = _unit(q, k)
         self.qa = q.new_empty(g, m, e + 2)
         self.ka = k.new_empty(g, n, e + 2)
-        self.q = torch.div(q, self.unit, out=self.qa[..., :e])
-        self.k = k / self.unit
+        # (slices written by assignment: torch.compile takes no strided out=)
+        self.qa[..., :e] = q / self.unit
+        self.q, self.k = self.qa[..., :e], k / self.unit
         self.q1 = self.qa[..., :e + 1]
         self.qa[..., e] = 1.0
         self.ka[..., e + 1] = 1.0
-        self.qn = torch.linalg.vecdot(self.q, self.q, out=self.qa[..., e + 1])  # (g, m)
-        self.kn = torch.linalg.vecdot(self.k, self.k, out=self.ka[..., e])  # (g, n)
-        torch.mul(self.k, -2.0, out=self.ka[..., :e])
+        self.qa[..., e + 1] = torch.linalg.vecdot(self.q, self.q)
+        self.ka[..., e] = torch.linalg.vecdot(self.k, self.k)
+        self.ka[..., :e] = -2.0 * self.k
+        self.qn, self.kn = self.qa[..., e + 1], self.ka[..., e]  # (g, m), (g, n)
         # (g, 1, 1); no key: 0
         self.top = (self.kn.amax(-1) if n else self.kn.new_zeros(g))[:, None, None]
 
@@ -268,7 +283,7 @@ class _DistanceSmooth(torch.autograd.Function):
                         acc = torch.bmm(w, vg)
                         total = w.sum(-1, keepdim=True)
                         if extra is None:  # every row sees its nearest key, of weight 1
-                            torch.div(acc, total, out=out[ps, rows])
+                            out[ps, rows] = acc / total
                         else:
                             empty = total == 0
                             out[ps, rows] = torch.where(
@@ -280,7 +295,7 @@ class _DistanceSmooth(torch.autograd.Function):
 
         blocks = _blocks(tiles)
         ctx.blocks, ctx.largest = blocks, largest
-        ctx.close = map_blocks(run, blocks, device=q.device)
+        ctx.close = _map(run, blocks, q.device)
         ctx.mask = mask
         totals = totals.view(*lead, m)
         ctx.mark_non_differentiable(totals)
@@ -348,8 +363,8 @@ class _DistanceSmooth(torch.autograd.Function):
                                              None if dq is None else dq[ps, rows], ub)
                     kb = None
                     if ub is not None and dk is not None:
-                        kb = torch.addcmul(ub[:, :e].mT, ub[:, e:].mT, pts.k, value=-1.0,
-                                           out=dk[ps] if own else None)
+                        kb = torch.addcmul(ub[:, :e].mT, ub[:, e:].mT, pts.k, value=-1.0)
+                        kb = dk[ps].copy_(kb) if own else kb
                     if vb is not None and dv is not None:
                         vb = dv[ps].copy_(vb.mT) if own else vb.mT
                     if not own:
@@ -357,7 +372,7 @@ class _DistanceSmooth(torch.autograd.Function):
             return parts
 
         jobs = list(zip(blocks, ctx.close, strict=True))
-        for parts in map_blocks(run, jobs, device=q.device):
+        for parts in _map(run, jobs, q.device):
             for ps, kb, vb in parts:
                 if kb is not None and dk is not None:
                     dk[ps] += kb
@@ -394,7 +409,7 @@ def _point_gradients(ds: torch.Tensor, d: torch.Tensor, where: _Close, pts: _Poi
         w[where] = 0.0
     qb = pts.q[:, rows]
     if dq is not None:
-        torch.addcmul(torch.bmm(w, pts.k), w.sum(-1, keepdim=True), qb, value=-1.0, out=dq)
+        dq.copy_(torch.addcmul(torch.bmm(w, pts.k), w.sum(-1, keepdim=True), qb, value=-1.0))
     if dk is not None:
         dk.baddbmm_(pts.q1[:, rows].mT, w)
     if where is not None and close is not None:
