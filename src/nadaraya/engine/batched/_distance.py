@@ -30,6 +30,7 @@ carry the product form's rounding, ``sqrt(e eps) (||q|| + ||k||)`` at most.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -53,6 +54,8 @@ _MOSTLY_CLOSE = 0.125
 _TILE = 2**18
 # under torch.compile, which traces every tile: fewer, larger ones
 _COMPILED_TILE = 2**23
+# worker blocks per thread, at most
+_BLOCKS = 16
 
 
 def _unit(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -133,8 +136,8 @@ def _blocks(tiles: list[tuple[slice, slice]]) -> list[list[_Segment]]:
 
     A segment that holds every row of its problems sums their keys' gradients
     itself; where the groups are fewer than twice the threads, the rows of
-    each are split among several segments. About four blocks per thread, so
-    that a worker reuses its scratch tiles over many segments.
+    each are split among several segments. ``_BLOCKS`` blocks per thread at
+    most: a worker held back by a busy machine delays the end by one block.
     """
     groups: dict[int, tuple[slice, list[slice]]] = {}
     for ps, rows in tiles:
@@ -146,7 +149,7 @@ def _blocks(tiles: list[tuple[slice, slice]]) -> list[list[_Segment]]:
         size = -(-len(rows) // min(parts, len(rows)))
         chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
         segments += [(ps, chunk, len(chunks) == 1) for chunk in chunks]
-    per = max(1, len(segments) // (4 * threads))
+    per = max(1, len(segments) // (_BLOCKS * threads))
     return [segments[i:i + per] for i in range(0, len(segments), per)]
 
 
@@ -162,6 +165,14 @@ class _Scratch:
 
     def __init__(self, count: int, size: int, like: torch.Tensor) -> None:
         self.flat = [like.new_empty(size) for _ in range(count)]
+
+    @staticmethod
+    def of(kept: dict[int, _Scratch], count: int, size: int, like: torch.Tensor) -> _Scratch:
+        """The calling thread's scratch in ``kept`` (one call's), made on first use."""
+        ident = threading.get_ident()
+        if ident not in kept:
+            kept[ident] = _Scratch(count, size, like)
+        return kept[ident]
 
     def __call__(self, i: int, *shape: int) -> torch.Tensor:
         return self.flat[i][:math.prod(shape)].view(shape)
@@ -267,9 +278,11 @@ class _DistanceSmooth(torch.autograd.Function):
         out, tops, totals = new(problems, m, p), new(problems, m, 1), new(problems, m, 1)
         bd = bias.detach() if bias is not None else None
 
+        scratches: dict[int, _Scratch] = {}
+
         def run(block: list[_Segment]) -> list[list[bool]]:
             flags = []
-            scratch = _Scratch(1, largest, q3)
+            scratch = _Scratch.of(scratches, 1, largest, q3)
             with torch.no_grad():
                 for ps, tile_rows, _ in block:
                     close = []
@@ -321,11 +334,13 @@ class _DistanceSmooth(torch.autograd.Function):
         dv = (v.new_empty if summed else v.new_zeros)(problems, n, p) if need_v else None
         db = q.new_zeros(problems, m, n) if need_b else None
 
+        scratches: dict[int, _Scratch] = {}
+
         def run(job: tuple[list[_Segment], list[list[bool]]],
                 ) -> list[tuple[slice, torch.Tensor | None, torch.Tensor | None]]:
             block, flags = job
             parts = []
-            scratch = _Scratch(3, ctx.largest, q3)
+            scratch = _Scratch.of(scratches, 3, ctx.largest, q3)
             with torch.no_grad():
                 for (ps, tile_rows, own), close in zip(block, flags, strict=True):
                     pts = _Points(q3[ps], k3[ps])
