@@ -43,6 +43,7 @@ from ..autograd._problem import working_config
 __all__: list[str] = []
 
 _Close = tuple[torch.Tensor, ...] | None  # indices of close pairs
+_LOG2E = math.log2(math.e)
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -238,17 +239,23 @@ class _Points:
         return r2.sqrt_(), where, None if least is None else least.sqrt_()
 
 
+def _exp(x: torch.Tensor, scale: torch.Tensor | float) -> torch.Tensor:
+    """``exp(scale x)`` in place, as ``2**(scale log2(e) x)`` (torch's ``exp2`` is the
+    faster; the product's rounding is that of the argument's own, ``eps |x|``)."""
+    return x.mul_(scale * _LOG2E).exp2_()
+
+
 def _weights(d: torch.Tensor, least: torch.Tensor | None, unit: torch.Tensor,
              extra: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """``exp(s - top)`` (in the place of ``d``) and ``top`` (0 for a row that sees
     nothing) of ``s = extra - unit d``."""
-    if extra is None:  # top = -unit min d
-        top = (d.amin(-1, keepdim=True) if least is None else least) * -unit
-        return torch.addcmul(top.neg(), d, unit, value=-1.0, out=d).exp_(), top
+    if extra is None:  # top = -unit min d: exp(unit (min d - d))
+        nearest = d.amin(-1, keepdim=True) if least is None else least
+        return _exp(torch.sub(nearest, d, out=d), unit), nearest * -unit
     s = torch.addcmul(extra, d, unit, value=-1.0, out=d)
     top = s.amax(-1, keepdim=True)
     top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
-    return s.sub_(top).exp_(), top
+    return _exp(s.sub_(top), 1.0), top
 
 
 class _DistanceSmooth(torch.autograd.Function):
@@ -355,18 +362,17 @@ class _DistanceSmooth(torch.autograd.Function):
                     gs = g3[ps] * torch.where(t == 0, 0.0, 1.0 / torch.where(t == 0, 1.0, t))
                     centre = torch.linalg.vecdot(gs, out[ps]).neg_()[..., None]
                     vt = v3[ps].mT
-                    shift = tops[ps].neg()
+                    shift = tops[ps].neg()  # unit min d where nothing is hidden
                     for rows, check in zip(tile_rows, close, strict=True):
                         d, where, _ = pts.distances(rows, scratch, check=check)
                         shape = d.shape
                         extra = _extra(bd, ctx.mask, lead, ps, rows, n, q.dtype, q.device)
                         w = scratch(1, *shape)
-                        if extra is None:
-                            torch.addcmul(shift[:, rows], d, pts.unit, value=-1.0, out=w)
+                        if extra is None:  # as the forward: exp(unit (min d - d))
+                            _exp(torch.sub(shift[:, rows] / pts.unit, d, out=w), pts.unit)
                         else:
-                            torch.addcmul(extra, d, pts.unit, value=-1.0, out=w).add_(
-                                shift[:, rows])
-                        w.exp_()
+                            _exp(torch.addcmul(extra, d, pts.unit, value=-1.0, out=w).add_(
+                                shift[:, rows]), 1.0)
                         if vb is not None:
                             vb.baddbmm_(gs[:, rows].mT, w)
                         ds = torch.baddbmm(centre[:, rows], gs[:, rows], vt,
