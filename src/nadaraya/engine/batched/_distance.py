@@ -170,7 +170,7 @@ class _Scratch:
     @staticmethod
     def of(kept: dict[int, _Scratch], count: int, size: int, like: torch.Tensor) -> _Scratch:
         """The calling thread's scratch in ``kept`` (one call's), made on first use."""
-        ident = threading.get_ident()
+        ident = 0 if _compiling() else threading.get_ident()  # compiled: one thread
         if ident not in kept:
             kept[ident] = _Scratch(count, size, like)
         return kept[ident]
