@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from nadaraya.engine.batched import _distance
+from nadaraya.engine.batched import _tiling
 from nadaraya.masks import Window
 from nadaraya.nn.functional import kernel_attention
 
@@ -23,7 +23,7 @@ from nadaraya.nn.functional import kernel_attention
 @pytest.fixture
 def small_tiles(monkeypatch: pytest.MonkeyPatch):
     """Tiles of 24 scores, two torch threads (restored afterwards)."""
-    monkeypatch.setattr(_distance, "_TILE", 24)
+    monkeypatch.setattr(_tiling, "_TILE", 24)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     yield
@@ -46,20 +46,20 @@ def _naive(q, k, v, h, bias=None):
 
 def test_blocks_cover_every_tile_once():
     for problems, m, n in [(6, 9, 4), (1, 40, 3), (2, 5, 30), (3, 1, 1)]:
-        tiles = _distance._tiles(problems, m, n, 4)
+        tiles = _tiling._tiles(problems, m, n, 4)
         seen = [(ps.start, ps.stop, rows.start, rows.stop)
-                for block in _distance._blocks(tiles) for ps, rows_list, _ in block
+                for block in _tiling._blocks(tiles) for ps, rows_list, _ in block
                 for rows in rows_list]
         assert sorted(seen) == sorted((ps.start, ps.stop, r.start, r.stop) for ps, r in tiles)
         cells = torch.zeros(problems, m, dtype=torch.int64)
         for ps, rows in tiles:
             cells[ps, rows] += 1
         assert bool((cells == 1).all())
-        for block in _distance._blocks(tiles):
+        for block in _tiling._blocks(tiles):
             for ps, rows_list, own in block:
                 whole = [r for p, r in tiles if p == ps]
                 assert own == (rows_list == whole)
-    assert _distance._tiles(3, 5, 0, 4) == []
+    assert _tiling._tiles(3, 5, 0, 4) == []
 
 
 @pytest.mark.parametrize("lead", [(2, 3), (), (1,)])

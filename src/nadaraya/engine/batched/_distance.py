@@ -2,17 +2,24 @@
 
 The Laplacian's scores ``-||q - k||`` have no dot-product form, but their
 squared distances do: ``||q||^2 + ||k||^2 - 2 q.k``, one matrix product per
-block of queries. :class:`_DistanceSmooth` computes, for every (batch, head)
-problem at once and one block of query rows at a time (all keys of a row in
-one block, within the working-memory budget)::
+tile of scores. :class:`_DistanceSmooth` computes, tile by tile (a few query
+rows and all keys of one problem, in cache: :mod:`._tiling`), in worker
+threads::
 
     s = bias - ||q - k||,   P = softmax(s),   out = P v
 
 keeping only the rows' maximum score and normaliser for the backward pass,
-which recomputes each block and forms every gradient by matrix products::
+which recomputes each tile's distances and weights and forms every gradient
+by matrix products::
 
     dS = P * (g . v_j - g . out_i)            W = dS / ||q_i - k_j||   (0 where q_i = k_j)
     dq = -(rowsum(W) q - W k)     dk = W^T q - colsum(W) k     dv = P^T g
+
+Per tile that is two products forward and five backward, the elementwise
+steps between them on the tile in cache (``exp(s - max s)`` taken as
+``exp2``, torch's faster one); the keys' and values' gradients are summed
+transposed (``[q, 1]^T W``, ``g^T P``: the faster products), and a worker
+reuses its scratch tiles, so no step touches fresh memory.
 
 Exactness. The product form loses digits to cancellation where two points
 are close compared with their length: the rounding of ``||q - k||^2`` is
@@ -30,33 +37,22 @@ carry the product form's rounding, ``sqrt(e eps) (||q|| + ||k||)`` at most.
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
-from .._threads import map_blocks
 from ..autograd import BlockMask
-from ..autograd._problem import working_config
+from ._tiling import _blocks, _compiling, _extra, _map, _Scratch, _Segment, _tiles
 
 __all__: list[str] = []
 
 _Close = tuple[torch.Tensor, ...] | None  # indices of close pairs
 _LOG2E = math.log2(math.e)
-T = TypeVar("T")
-R = TypeVar("R")
 
 # pairs with ||q - k||^2 below this fraction of ||q||^2 + ||k||^2 are measured directly
 _CLOSE = 0.25
 # beyond this fraction of close pairs in a block, the whole block is measured directly
 _MOSTLY_CLOSE = 0.125
-# scores per tile: the elementwise steps between two products stay in cache
-_TILE = 2**18
-# under torch.compile, which traces every tile: fewer, larger ones
-_COMPILED_TILE = 2**23
-# worker blocks per thread, at most
-_BLOCKS = 16
 
 
 def _unit(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -69,10 +65,6 @@ def _unit(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
     _, exponent = torch.frexp(top)
     return torch.ldexp(torch.ones_like(top), exponent - 1)
-
-
-def _compiling() -> bool:
-    return bool(torch.compiler.is_compiling())
 
 
 def _squared(r2: torch.Tensor, qb: torch.Tensor, k: torch.Tensor, qn: torch.Tensor,
@@ -108,95 +100,6 @@ def _squared(r2: torch.Tensor, qb: torch.Tensor, k: torch.Tensor, qn: torch.Tens
     diff = qb[where[:-1]] - k[where[0], where[-1]]
     r2[where] = diff.square().sum(-1)
     return r2.clamp_(min=0.0), where, None
-
-
-def _tiles(problems: int, m: int, n: int, itemsize: int) -> list[tuple[slice, slice]]:
-    """The tiles ``(problems, rows)`` of the score matrices, about ``_TILE`` scores each.
-
-    All keys of a row lie in one tile; a tile takes as many rows of one
-    problem as fit (every row of several problems where one problem's rows
-    are fewer), within the working-memory budget.
-    """
-    if not n:
-        return []
-    memory = working_config().working_memory * 2**20
-    tile = _COMPILED_TILE if _compiling() else _TILE
-    size = max(1, min(tile, int(memory // (itemsize * 6))))
-    mb = max(1, min(m, size // max(1, n)))
-    per = max(1, min(problems, size // max(1, mb * n))) if mb == m else 1
-    return [(slice(p0, min(p0 + per, problems)), slice(r0, min(r0 + mb, m)))
-            for p0 in range(0, problems, per) for r0 in range(0, m, mb)]
-
-
-# a worker's share: (problems, their tiles' rows, whether it holds every row of them)
-_Segment = tuple[slice, list[slice], bool]
-
-
-def _blocks(tiles: list[tuple[slice, slice]]) -> list[list[_Segment]]:
-    """The tiles in blocks for the worker threads, in segments of one group of problems.
-
-    A segment that holds every row of its problems sums their keys' gradients
-    itself; where the groups are fewer than twice the threads, the rows of
-    each are split among several segments. ``_BLOCKS`` blocks per thread at
-    most: a worker held back by a busy machine delays the end by one block.
-    """
-    groups: dict[int, tuple[slice, list[slice]]] = {}
-    for ps, rows in tiles:
-        groups.setdefault(ps.start, (ps, []))[1].append(rows)
-    threads = 1 if _compiling() else torch.get_num_threads()
-    parts = max(1, -(-2 * threads // max(1, len(groups))))
-    segments: list[_Segment] = []
-    for ps, rows in groups.values():
-        size = -(-len(rows) // min(parts, len(rows)))
-        chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
-        segments += [(ps, chunk, len(chunks) == 1) for chunk in chunks]
-    per = max(1, len(segments) // (_BLOCKS * threads))
-    return [segments[i:i + per] for i in range(0, len(segments), per)]
-
-
-def _map(fn: Callable[[T], R], blocks: list[T], device: torch.device) -> list[R]:
-    """:func:`~nadaraya.engine._threads.map_blocks`; in turn under ``torch.compile``."""
-    if _compiling():
-        return [fn(block) for block in blocks]
-    return map_blocks(fn, blocks, device=device)
-
-
-class _Scratch:
-    """Tiles of memory a worker reuses: a fresh tile of a megabyte costs page faults."""
-
-    def __init__(self, count: int, size: int, like: torch.Tensor) -> None:
-        self.flat = [like.new_empty(size) for _ in range(count)]
-
-    @staticmethod
-    def of(kept: dict[int, _Scratch], count: int, size: int, like: torch.Tensor) -> _Scratch:
-        """The calling thread's scratch in ``kept`` (one call's), made on first use."""
-        ident = 0 if _compiling() else threading.get_ident()  # compiled: one thread
-        if ident not in kept:
-            kept[ident] = _Scratch(count, size, like)
-        return kept[ident]
-
-    def __call__(self, i: int, *shape: int) -> torch.Tensor:
-        return self.flat[i][:math.prod(shape)].view(shape)
-
-
-def _pick(t: torch.Tensor | None, lead: tuple[int, ...], ps: slice) -> torch.Tensor | None:
-    """The problems ``ps`` (of the flattened leading dimensions) of ``(..., mb, n)``."""
-    if t is None or t.dim() == 2:
-        return t  # one block for every problem
-    index = torch.unravel_index(torch.arange(ps.start, ps.stop, device=t.device), lead)
-    return t.expand(*lead, *t.shape[-2:])[index]
-
-
-def _extra(bias: torch.Tensor | None, mask: BlockMask | None, lead: tuple[int, ...],
-           ps: slice, rows: slice, n: int, dtype: torch.dtype, device: torch.device,
-           ) -> torch.Tensor | None:
-    """The additive term of a tile: the bias, ``-inf`` where the mask hides."""
-    extra = _pick(bias[..., rows, :], lead, ps) if bias is not None else None
-    if mask is None:
-        return extra
-    visible = _pick(mask.block(rows, slice(0, n)), lead, ps)
-    shown = extra if extra is not None else torch.zeros((), dtype=dtype, device=device)
-    return torch.where(visible, shown, torch.tensor(-math.inf, dtype=dtype, device=device))
 
 
 class _Points:
