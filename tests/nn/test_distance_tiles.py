@@ -1,7 +1,7 @@
 """The distance engine's tiles and worker blocks against the float64 dense engine.
 
 Tiles are made a few scores large, so that every problem spans several
-tiles, several problems share one, and a single problem's rows are split
+tiles, or several problems share one, and a single problem's rows are split
 among worker blocks (whose keys' gradients are summed afterwards); two torch
 threads, so that the blocks run in worker threads. Oracles: the float64
 dense engine (``engine="dense"``) and the naive formula from differences.
@@ -16,14 +16,15 @@ import pytest
 import torch
 
 from nadaraya.engine.batched import _tiling
-from nadaraya.masks import Window
+from nadaraya.masks import KNearest, Window
 from nadaraya.nn.functional import kernel_attention
 
 
-@pytest.fixture
-def small_tiles(monkeypatch: pytest.MonkeyPatch):
-    """Tiles of 24 scores, two torch threads (restored afterwards)."""
-    monkeypatch.setattr(_tiling, "_TILE", 24)
+@pytest.fixture(params=[24, 200])
+def small_tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Tiles of 24 scores (a few rows of one problem) or 200 (every row of two 13 x 7
+    problems), two torch threads (restored afterwards)."""
+    monkeypatch.setattr(_tiling, "_TILE", request.param)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     yield
@@ -63,7 +64,7 @@ def test_blocks_cover_every_tile_once():
 
 
 @pytest.mark.parametrize("lead", [(2, 3), (), (1,)])
-@pytest.mark.parametrize("which", ["none", "bias", "causal", "window"])
+@pytest.mark.parametrize("which", ["none", "bias", "causal", "window", "knearest"])
 def test_small_tiles_match_the_dense_engine(rng, small_tiles, lead, which):
     # (): one problem, its rows split among blocks; (2, 3): several problems per block
     m, n = 13, 7
@@ -77,6 +78,8 @@ def test_small_tiles_match_the_dense_engine(rng, small_tiles, lead, which):
         kwargs["is_causal"] = True
     elif which == "window":
         kwargs["mask"] = Window(2)
+    elif which == "knearest":  # reads the points: one binding per problem
+        kwargs["mask"] = KNearest(3)
     inputs = [t.clone().requires_grad_() for t in (q, k, v)]
     out = kernel_attention(*inputs, "laplacian", scale=0.5, engine="distance", **kwargs)
     dense = kernel_attention(*inputs, "laplacian", scale=0.5, engine="dense", **kwargs)

@@ -126,6 +126,10 @@ def _extra(bias: torch.Tensor | None, mask: BlockMask | None, lead: tuple[int, .
     extra = _pick(bias[..., rows, :], lead, ps) if bias is not None else None
     if mask is None:
         return extra
-    visible = _pick(mask.block(rows, slice(0, n)), lead, ps)
+    if mask.per_problem is not None:  # a binding per problem: the tile's problems only
+        visible = torch.stack([mask.per_problem[i].block(rows, slice(0, n))
+                               for i in range(ps.start, ps.stop)])
+    else:
+        visible = _pick(mask.block(rows, slice(0, n)), lead, ps)
     shown = extra if extra is not None else torch.zeros((), dtype=dtype, device=device)
     return torch.where(visible, shown, torch.tensor(-math.inf, dtype=dtype, device=device))
