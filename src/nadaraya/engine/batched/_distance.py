@@ -110,10 +110,11 @@ class _Points:
     sums. Points are divided by ``unit`` (see :func:`_unit`).
     """
 
-    def __init__(self, q: torch.Tensor, k: torch.Tensor) -> None:
+    def __init__(self, q: torch.Tensor, k: torch.Tensor, unit: torch.Tensor | None = None,
+                 ) -> None:
         g, m, e = q.shape
         n = k.shape[-2]
-        self.unit = _unit(q, k)
+        self.unit = _unit(q, k) if unit is None else unit
         self.qa = q.new_empty(g, m, e + 2)
         self.ka = k.new_empty(g, n, e + 2)
         # (slices written by assignment: torch.compile takes no strided out=)
@@ -186,6 +187,7 @@ class _DistanceSmooth(torch.autograd.Function):
             if tiles else 0
         new = v.new_empty if tiles else v.new_zeros  # every row is in a tile; no key: 0
         out, tops, totals = new(problems, m, p), new(problems, m, 1), new(problems, m, 1)
+        units = q3.new_ones(problems, 1, 1)  # the forward's, for the backward
         bd = bias.detach() if bias is not None else None
 
         scratches: dict[int, _Scratch] = {}
@@ -197,6 +199,7 @@ class _DistanceSmooth(torch.autograd.Function):
                 for ps, tile_rows, _ in block:
                     close = []
                     pts = _Points(q3[ps], k3[ps])
+                    units[ps] = pts.unit
                     vg = v3[ps]
                     for rows in tile_rows:
                         d, where, least = pts.distances(rows, scratch)
@@ -222,12 +225,12 @@ class _DistanceSmooth(torch.autograd.Function):
         ctx.mask = mask
         totals = totals.view(*lead, m)
         ctx.mark_non_differentiable(totals)
-        ctx.save_for_backward(q, k, v, bias, out, tops, totals)
+        ctx.save_for_backward(q, k, v, bias, out, tops, totals, units)
         return out.view(*lead, m, p), totals
 
     @staticmethod
     def backward(ctx: Any, g_out: torch.Tensor, _: Any) -> tuple[torch.Tensor | None, ...]:
-        q, k, v, bias, out, tops, totals = ctx.saved_tensors
+        q, k, v, bias, out, tops, totals, units = ctx.saved_tensors
         need_q, need_k, need_v, need_b = ctx.needs_input_grad[:4]
         lead, m, n, e, p = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
         problems = math.prod(lead)
@@ -253,7 +256,7 @@ class _DistanceSmooth(torch.autograd.Function):
             scratch = _Scratch.of(scratches, 3, ctx.largest, q3)
             with torch.no_grad():
                 for (ps, tile_rows, own), close in zip(block, flags, strict=True):
-                    pts = _Points(q3[ps], k3[ps])
+                    pts = _Points(q3[ps], k3[ps], units[ps])
                     g = ps.stop - ps.start
                     # transposed sums (the faster products): the keys' gradients as
                     # [q, 1]^T W, turned into dk at the end, and the values' as g^T P
