@@ -156,7 +156,7 @@ def _weights(d: torch.Tensor, least: torch.Tensor | None, unit: torch.Tensor,
     if extra is None:  # top = -unit min d: exp(unit (min d - d))
         nearest = d.amin(-1, keepdim=True) if least is None else least
         return _exp(torch.sub(nearest, d, out=d), unit), nearest * -unit
-    s = torch.addcmul(extra, d, unit, value=-1.0, out=d)
+    s = d.mul_(-unit).add_(extra)  # (the product is exact: unit is a power of two)
     top = s.amax(-1, keepdim=True)
     top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
     return _exp(s.sub_(top), 1.0), top
@@ -277,8 +277,8 @@ class _DistanceSmooth(torch.autograd.Function):
                         if extra is None:  # as the forward: exp(unit (min d - d))
                             _exp(torch.sub(shift[:, rows] / pts.unit, d, out=w), pts.unit)
                         else:
-                            _exp(torch.addcmul(extra, d, pts.unit, value=-1.0, out=w).add_(
-                                shift[:, rows]), 1.0)
+                            torch.mul(d, -pts.unit, out=w).add_(extra).add_(shift[:, rows])
+                            _exp(w, 1.0)
                         if vb is not None:
                             vb.baddbmm_(gs[:, rows].mT, w)
                         ds = torch.baddbmm(centre[:, rows], gs[:, rows], vt,
