@@ -438,8 +438,11 @@ def smooth_batched(
                 empties = empties.expand(out.shape[:-1])
     elif chosen == "distance":
         centre = centre.to(values.dtype)
-        out, total = smooth_distance(q, k, values - centre, mask=block_mask, bias=bias)
-        out = out + centre
+        if not _compiling() and not bool(centre.any()):  # columns of both signs: no shift
+            out, total = smooth_distance(q, k, values, mask=block_mask, bias=bias)
+        else:
+            out, total = smooth_distance(q, k, values - centre, mask=block_mask, bias=bias)
+            out = out + centre
         empties = total == 0
     elif chosen == "streamed":
         out, stat = smooth_blocks(q, k, values, kernel.block, mask=block_mask, bias=bias,
