@@ -186,3 +186,15 @@ def test_refuses_what_it_cannot_run(rng):
         kernel_attention(q, k, v, "polynomial", engine="distance")
     with pytest.raises(ValueError, match="dropout"):
         kernel_attention(q, k, v, "laplacian", engine="distance", dropout_p=0.5)
+
+
+@pytest.mark.parametrize("lead", [(0, 2), (1, 0)])
+def test_empty_batch_runs_forward_and_backward(lead):
+    # no problem at all (an empty batch or no heads): an empty output, no error
+    q = torch.randn(*lead, 4, 3, requires_grad=True)
+    k = torch.randn(*lead, 6, 3, requires_grad=True)
+    v = torch.randn(*lead, 6, 2, requires_grad=True)
+    out = kernel_attention(q, k, v, "laplacian", engine="distance")
+    assert out.shape == (*lead, 4, 2)
+    out.sum().backward()
+    assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape

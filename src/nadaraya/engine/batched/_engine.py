@@ -214,7 +214,7 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
               ) -> tuple[dict[str, str | None], _Readings]:
     fused_candidate = not need_weights and kernel.log_domain and kernel.dot is not None
     distance_candidate = (not need_weights and kernel.negative_distance and dropout_p == 0
-                          and values.shape[-1] > 0 and n > 0 and m > 0 and math.prod(lead) > 0)
+                          and values.shape[-1] > 0)
     readings = _Readings(kernel, values, centre, fused_candidate,
                          fused_candidate or distance_candidate)
     fused: str | None = None
@@ -243,8 +243,6 @@ def _refusals(kernel: PreparedKernel, values: torch.Tensor, mask: Mask | None,
         distance = "dropout runs in the streamed pass"
     elif values.shape[-1] == 0:
         distance = "the values have no features: there is nothing to sum"
-    elif n == 0 or m == 0 or not math.prod(lead):
-        distance = "there are no queries or no keys: there is nothing to sum"
     top = None
     if fused is None or distance is None:
         top = _too_large(values, readings.top)
