@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
@@ -17,22 +16,10 @@ from nadaraya.engine.batched._distance import smooth_distance
 from nadaraya.masks import Window
 from nadaraya.nn.functional import explain_attention, kernel_attention
 
-
-def _t(rng: np.random.Generator, *shape: int, dtype=torch.float64) -> torch.Tensor:
-    return torch.as_tensor(rng.standard_normal(shape), dtype=dtype)
-
-
-def _naive(q, k, v, h, bias=None):
-    """Naive Laplacian attention: distances from the differences, one softmax."""
-    r = ((q[..., :, None, :] - k[..., None, :, :]) ** 2).sum(-1).sqrt()
-    s = -r / h
-    if bias is not None:
-        s = s + bias
-    return torch.softmax(s, -1) @ v
-
-
-def _grads(out, inputs, g):
-    return torch.autograd.grad(out, inputs, g, allow_unused=True)
+from ._helpers import grads as _grads
+from ._helpers import naive_laplacian as _naive
+from ._helpers import normal as _t
+from ._helpers import tied_points
 
 
 def test_laplacian_chooses_the_distance_engine(rng):
@@ -87,9 +74,7 @@ def test_gradcheck(rng, bias):
 def test_close_and_equal_points_keep_their_digits(rng):
     # keys equal to queries (tied projections) and keys a hair from them: the product
     # form alone would lose about half the digits of these distances in float32
-    q = _t(rng, 1, 2, 16, 8, dtype=torch.float32) + 40.0
-    k = torch.cat([q, q + 1e-3 * _t(rng, 1, 2, 16, 8, dtype=torch.float32),
-                   _t(rng, 1, 2, 16, 8, dtype=torch.float32) + 40.0], -2)
+    q, k = tied_points(rng, (1, 2), 16, 8, 40.0)
     v = _t(rng, 1, 2, 48, 3, dtype=torch.float32)
     g = _t(rng, 1, 2, 16, 3, dtype=torch.float32)
     single = [t.clone().requires_grad_() for t in (q, k, v)]

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
 from nadaraya.engine.batched import _tiling
 from nadaraya.masks import KNearest, Window
 from nadaraya.nn.functional import kernel_attention
+
+from ._helpers import grads as _grads
+from ._helpers import naive_laplacian as _naive
+from ._helpers import normal as _t
+from ._helpers import tied_points
 
 
 @pytest.fixture(params=[24, 200])
@@ -31,18 +35,7 @@ def small_tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     torch.set_num_threads(threads)
 
 
-def _t(rng: np.random.Generator, *shape: int, dtype=torch.float64) -> torch.Tensor:
-    return torch.as_tensor(rng.standard_normal(shape), dtype=dtype)
 
-
-def _grads(out, inputs, g):
-    return torch.autograd.grad(out, inputs, g)
-
-
-def _naive(q, k, v, h, bias=None):
-    r = ((q[..., :, None, :] - k[..., None, :, :]) ** 2).sum(-1).sqrt()
-    s = -r / h if bias is None else bias - r / h
-    return torch.softmax(s, -1) @ v
 
 
 def test_blocks_cover_every_tile_once():
@@ -93,9 +86,7 @@ def test_small_tiles_match_the_dense_engine(rng, small_tiles, lead, which):
 def test_small_tiles_float32_tied_and_far_points(rng, small_tiles):
     # keys equal to queries (tied projections), keys a hair from them, and a problem
     # whose points lie far from each other (weights that underflow to 0 but one)
-    q = _t(rng, 2, 2, 12, 6, dtype=torch.float32) + 30.0
-    k = torch.cat([q, q + 1e-3 * _t(rng, 2, 2, 12, 6, dtype=torch.float32),
-                   _t(rng, 2, 2, 12, 6, dtype=torch.float32) + 30.0], -2)
+    q, k = tied_points(rng, (2, 2), 12, 6, 30.0)
     q[1, 1] = 1e3 * _t(rng, 12, 6, dtype=torch.float32)
     k[1, 1] = 1e3 * _t(rng, 36, 6, dtype=torch.float32)
     v = _t(rng, 2, 2, 36, 3, dtype=torch.float32)

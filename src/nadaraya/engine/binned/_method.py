@@ -144,7 +144,7 @@ class BinnedMethod:
         magnitude = torch.linalg.vector_norm(values, ord=1, dim=0)
         vmax = torch.linalg.vector_norm(values, ord=math.inf, dim=0)
         weight = [float(job.n), *(magnitude * (1 + job.n * _U)).tolist()]
-        box = torch.aminmax(keys, dim=0)
+        box = self._extent(job)
         return PreparedGrid(profile, grid, nodes, box, weight, vmax.tolist(), rounding,
                             mass_rel, job.kernel.q)
 
@@ -168,11 +168,16 @@ class BinnedMethod:
     def _grid(self, job: Job, tolerance: float) -> Grid:
         profile = self._profile(job)
         def build() -> Grid:
-            k = job.kernel.k.detach()
-            low, high = (x.to(torch.float64).cpu().numpy() for x in (k.amin(0), k.amax(0)))
+            low, high = (x.cpu().numpy() for x in self._extent(job))
             return make_grid(profile, low, high, tolerance)
 
         return job.kernel.cached(f"binned_grid:{tolerance!r}", build)
+
+    @staticmethod
+    def _extent(job: Job) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys' smallest and largest coordinate per axis ``(d,)`` each, float64, once."""
+        return job.kernel.cached("binned_extent", lambda: tuple(torch.aminmax(
+            job.kernel.k.detach().to(torch.float64), dim=0)))
 
     @staticmethod
     def _unsupported(job: Job, tolerance: float) -> str | None:
