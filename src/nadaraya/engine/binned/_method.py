@@ -167,6 +167,7 @@ class BinnedMethod:
 
     def _grid(self, job: Job, tolerance: float) -> Grid:
         profile = self._profile(job)
+
         def build() -> Grid:
             low, high = (x.cpu().numpy() for x in self._extent(job))
             return make_grid(profile, low, high, tolerance)
