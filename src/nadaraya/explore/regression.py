@@ -306,8 +306,8 @@ class RegressionTab:
                                         empty="nan"))[0]
         self.query_weights = w
         width = np.full(self.x.size, self.span / max(200, 2 * self.x.size))
-        self.sources["weights"].data = {"x": self.x, "w": np.nan_to_num(w), "width": width}
         self.query_mark.update(location=self.query, visible=True)
+        self.sources["weights"].data = {"x": self.x, "w": np.nan_to_num(w), "width": width}
 
     def clear_query(self) -> None:
         """Remove the query and its bars."""
