@@ -18,7 +18,7 @@ from nadaraya.image import (
     non_local_means,
     steering_kernel_regression,
 )
-from nadaraya.image._io import Image, as_image
+from nadaraya.image._image import Image, as_image
 from nadaraya.kernels import Gaussian
 
 FILTERS = {

@@ -8,7 +8,8 @@ import torch
 
 from nadaraya import NadarayaError
 from nadaraya.image import estimate_noise, psnr
-from nadaraya.image._io import as_image, data_range_of, read_image, write_image
+from nadaraya.image._image import as_image, data_range_of
+from nadaraya.image._io import read_image, write_image
 from nadaraya.image.denoise import denoise, recipe
 
 

@@ -316,7 +316,8 @@ def run(args: argparse.Namespace) -> int:
 
     from ..image import psnr
     from ..image._dtype import convert_dtype
-    from ..image._io import as_image, data_range_of, image_writer, read_image
+    from ..image._image import as_image, data_range_of
+    from ..image._io import image_writer, read_image
     from ..image._pages import write_image_file
     from ..image.denoise import denoise
 

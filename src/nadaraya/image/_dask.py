@@ -32,7 +32,7 @@ import torch
 from .._config import config_context, get_config
 from .._errors import NadarayaError
 from ..engine.grid import Block
-from ._io import Image, as_image, check_positive
+from ._image import Image, as_image, check_positive
 
 __all__ = ["DaskImage", "dask_image", "data_range", "is_dask", "map_image", "refuse"]
 
@@ -49,7 +49,7 @@ def is_dask(x: Any) -> bool:
 
 @dataclass
 class DaskImage:
-    """A dask image checked like :func:`~nadaraya.image._io.as_image` checks an array.
+    """A dask image checked like :func:`~nadaraya.image._image.as_image` checks an array.
 
     Attributes
     ----------
@@ -79,7 +79,7 @@ class DaskImage:
 
 
 def dask_image(image: Any, name: str = "image") -> DaskImage:
-    """Check a dask image: the errors of :func:`~nadaraya.image._io.as_image` for its
+    """Check a dask image: the errors of :func:`~nadaraya.image._image.as_image` for its
     dtype, shape and channels, and known chunk sizes; the channel axis is put in one
     chunk (1 to 4 channels)."""
     shape = tuple(image.shape)
@@ -107,7 +107,7 @@ def dask_image(image: Any, name: str = "image") -> DaskImage:
 
 
 def data_range(img: DaskImage, given: float | None = None) -> float:
-    """:func:`~nadaraya.image._io.data_range_of` of a dask image (one pass for floats)."""
+    """:func:`~nadaraya.image._image.data_range_of` of a dask image (one pass for floats)."""
     if given is not None:
         return check_positive(given, "data_range", "Pass e.g. 255 or 1.0.")
     if img.integer:

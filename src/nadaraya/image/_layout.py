@@ -28,7 +28,7 @@ import torch
 
 from .._errors import NadarayaError
 from ._dask import is_dask
-from ._io import Image, as_image
+from ._image import Image, as_image
 
 __all__ = ["VolumeImage", "apply_layout", "as_volume", "check_axis", "needs_layout"]
 
@@ -133,7 +133,7 @@ def apply_layout(image: Any, channel_axis: int | None, batch_axis: int | None,
 
 @dataclass
 class VolumeImage(Image):
-    """An :class:`~nadaraya.image._io.Image` whose data are ``(channels, depth, height,
+    """An :class:`~nadaraya.image._image.Image` whose data are ``(channels, depth, height,
     width)``; ``layout`` is the caller's shape, which :meth:`back` restores."""
 
     layout: tuple[int, ...] = ()
@@ -146,7 +146,7 @@ class VolumeImage(Image):
 def as_volume(volume: Any, name: str = "image") -> VolumeImage:
     """A checked volume ``(depth, height, width[, channels])`` as a :class:`VolumeImage`.
 
-    The values are checked as :func:`~nadaraya.image._io.as_image` checks an
+    The values are checked as :func:`~nadaraya.image._image.as_image` checks an
     image (dtype, finiteness, 1 to 4 channels).
     """
     is_torch = isinstance(volume, torch.Tensor)

@@ -33,7 +33,7 @@ def windowed_filter(img: Any, dask: bool, kernel: QuadraticKernel, radius: int, 
     Parameters
     ----------
     img : Image or DaskImage
-        From :func:`~nadaraya.image._io.as_image` or
+        From :func:`~nadaraya.image._image.as_image` or
         :func:`~nadaraya.image._dask.dask_image`.
     dask : bool
         Whether ``img`` is a dask image.

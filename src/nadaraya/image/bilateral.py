@@ -21,7 +21,7 @@ import torch
 from .._errors import NadarayaError
 from ..kernels.quadratic import bilateral_kernel
 from ._dask import dask_image, is_dask
-from ._io import as_image, check_positive
+from ._image import as_image, check_positive
 from ._layout import apply_layout
 from ._volume import bilateral_volume
 from ._windowed import windowed_filter

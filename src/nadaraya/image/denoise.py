@@ -7,7 +7,7 @@ from typing import Any
 from .._errors import NadarayaError
 from ._dask import dask_image, is_dask
 from ._dask import data_range as dask_range
-from ._io import as_image, check_positive, data_range_of
+from ._image import as_image, check_positive, data_range_of
 from ._layout import apply_layout, needs_layout
 
 __all__ = ["METHODS", "VOLUME_NLM", "check_sigma", "denoise", "recipe"]

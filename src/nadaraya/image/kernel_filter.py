@@ -19,7 +19,7 @@ from ..engine.grid import BORDERS
 from ..kernels import Kernel
 from ._dask import dask_image, is_dask
 from ._form import quadratic_form
-from ._io import as_image
+from ._image import as_image
 from ._layout import apply_layout, needs_layout
 from ._windowed import windowed_filter
 

@@ -35,7 +35,7 @@ import torch
 from .._config import block_elements
 from .._errors import NadarayaError
 from ..engine.grid import nearest_patches
-from ._io import as_image, check_positive
+from ._image import as_image, check_positive
 from ._layout import apply_layout, needs_layout
 
 __all__ = ["nl_bayes", "nl_bayes_stage"]

@@ -28,7 +28,7 @@ from .._errors import NadarayaError
 from ..engine.grid import BORDERS, Block, grid_smooth, pad, run_blocks, window_offsets
 from ..kernels.quadratic import QuadraticKernel, gaussian_patch, nlm_kernel
 from ._dask import dask_image, is_dask, map_image, refuse
-from ._io import Image, as_image, check_positive
+from ._image import Image, as_image, check_positive
 from ._layout import apply_layout, needs_layout
 from ._progress import tracked
 from ._volume import nlm_volume

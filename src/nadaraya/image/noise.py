@@ -9,7 +9,7 @@ import torch
 
 from .._errors import NadarayaError
 from ._dask import DaskImage, dask_image, is_dask
-from ._io import as_image
+from ._image import as_image
 
 __all__ = ["estimate_noise"]
 

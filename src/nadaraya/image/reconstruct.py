@@ -34,7 +34,7 @@ from ..engine.grid import (
     window_offsets,
 )
 from ..kernels.quadratic import QuadraticKernel, classic_kernel
-from ._io import Image, check_positive, data_range_of
+from ._image import Image, check_positive, data_range_of
 from ._poly import solve_moments
 from ._progress import tracked
 from .regression import check_order, default_radius

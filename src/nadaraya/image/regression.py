@@ -22,7 +22,7 @@ from .._errors import NadarayaError
 from ..engine.grid import Block, run_blocks, window_offsets
 from ..kernels.quadratic import classic_kernel
 from ._dask import dask_image, is_dask, map_image
-from ._io import as_image, check_positive
+from ._image import as_image, check_positive
 from ._layout import apply_layout, needs_layout
 from ._poly import fit_numbers, local_fit
 from ._progress import tracked

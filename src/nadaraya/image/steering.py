@@ -45,7 +45,7 @@ from ..engine.grid import Block, pad, peak_exponent, run_blocks, scale_pow2, win
 from ..kernels.quadratic import classic_kernel, nlm_kernel
 from ._dask import dask_image, is_dask, map_image
 from ._dask import data_range as data_range_dask
-from ._io import as_image, check_positive, data_range_of
+from ._image import as_image, check_positive, data_range_of
 from ._layout import apply_layout, needs_layout
 from ._poly import fit_numbers, local_fit
 from ._progress import tracked
