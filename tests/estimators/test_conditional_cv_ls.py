@@ -175,6 +175,16 @@ def test_quantile_regressor_takes_cv_ls() -> None:
     np.testing.assert_allclose(qr.predict(X[:5]), cd.predict_quantile(X[:5], 0.5))
 
 
+@pytest.mark.slow
+def test_search_is_exact_whatever_the_tolerance() -> None:
+    d = _data(4, 25)
+    X = d["x"][:, None]
+    exact = ConditionalDensity(bandwidth="cv_ls").fit(X, d["yc"])
+    loose = ConditionalDensity(bandwidth="cv_ls", tolerance=1e-3).fit(X, d["yc"])
+    np.testing.assert_array_equal(loose.bandwidth_, exact.bandwidth_)
+    assert loose.cv_score_ == exact.cv_score_
+
+
 def test_two_rows_give_a_finite_criterion() -> None:
     cd = ConditionalDensity(bandwidth="cv_ls").fit([[0.0], [1.0]], [0.0, 1.0])
     assert np.all(np.isfinite(cd.bandwidth_)) and math.isfinite(cd.cv_score_)
