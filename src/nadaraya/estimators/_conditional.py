@@ -17,6 +17,9 @@ of a mixture of normal CDFs with the weights ``w_j K_x(x, x_j)`` of the query
 (rows of the engine's :func:`~nadaraya.weights`, a block of queries at a
 time), found by :func:`scipy.optimize.brentq` per query; for a categorical
 ``y`` it is the first observed level whose ``F`` reaches ``q``.
+
+The bandwidth criteria: :func:`conditional_cv_ml` here (likelihood), and
+least squares in :mod:`._conditional_cv`.
 """
 
 from __future__ import annotations

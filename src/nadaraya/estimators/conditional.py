@@ -14,6 +14,8 @@ from ..engine.certified import check_tolerance
 from . import _frame
 from ._bandwidth import rule_bandwidth
 from ._conditional import ConditionalModel, conditional_cv_ml
+from ._conditional_cv import conditional_cv_ls
+from ._density_cv import check_cv_ls
 from ._density_fit import (
     check_method,
     check_spread,
@@ -21,6 +23,7 @@ from ._density_fit import (
     levels_of,
     numeric_bandwidth,
     search_density_bandwidth,
+    spread_scale,
     start_fit,
     warn_unsettled,
 )
@@ -29,7 +32,7 @@ from ._mixed import check_var_types
 
 __all__ = ["ConditionalDensity", "ConditionalQuantileRegressor"]
 
-_METHODS = ("cv_ml", "scott", "silverman")
+_METHODS = ("cv_ml", "cv_ls", "scott", "silverman")
 
 
 class ConditionalDensity(BaseEstimator):
@@ -47,11 +50,16 @@ class ConditionalDensity(BaseEstimator):
         Radial kernel of the continuous features; the continuous ``y`` and the
         continuous ``x`` each get one. The CDF and quantiles of a continuous
         ``y`` need ``"gaussian"``.
-    bandwidth : {"cv_ml", "scott", "silverman"} or array of shape (k_dep + k_indep,), \
-default "cv_ml"
+    bandwidth : {"cv_ml", "cv_ls", "scott", "silverman"} or array of shape \
+(k_dep + k_indep,), default "cv_ml"
         Bandwidths of ``y``'s variables first, then ``x``'s (statsmodels'
         order): ``h`` of continuous ones, ``lambda`` of categorical ones.
         ``"cv_ml"``: leave-one-out conditional likelihood (np's default).
+        ``"cv_ls"``: least-squares cross-validation (Hall, Racine and Li
+        2004; statsmodels' ``bw="cv_ls"``, np's ``bwmethod="cv.ls"``), for
+        ``kernel="gaussian"``; its sums are exact (``tolerance`` is not used
+        in the search) and cost ``O(n^3)`` per evaluation.
+        ``"scott"``, ``"silverman"``: rules, continuous variables only.
     dep_types, var_types : str, optional
         Types (``'c'``, ``'u'``, ``'o'``) of ``y``'s and ``X``'s columns; default all
         continuous.
@@ -64,7 +72,10 @@ default "cv_ml"
     ----------
     bandwidth_ : ndarray of shape (k_dep + k_indep,)
     cv_score_ : float or None
-        ``-sum_i w_i log f_{-i}(y_i | x_i) / W`` at ``bandwidth_`` when searched.
+        The criterion at ``bandwidth_`` when searched: ``-sum_i w_i log f_{-i}(y_i | x_i) / W``
+        for ``"cv_ml"``; for ``"cv_ls"``
+        ``sum_i w_i [G_{-i}(x_i) / mu_{-i}(x_i)^2 - 2 f_{-i}(x_i, y_i) / mu_{-i}(x_i)] / W``
+        (statsmodels' ``imse``; leaving a row out removes one unit of its weight).
     n_features_in_ : int
         Number of columns of ``X``.
 
@@ -130,19 +141,28 @@ default "cv_ml"
         make = density_model(name, types, levels, self.ukernel, self.okernel, blocks)
         method = check_method(self.bandwidth, _METHODS)
         self.cv_score_ = None
-        if method == "cv_ml":
+        if method in ("cv_ml", "cv_ls"):
+            if method == "cv_ls":
+                check_cv_ls(name)
             check_spread(Z, types, method)
-            h, result = search_density_bandwidth(
-                lambda Zr, wr: conditional_cv_ml(make, k, Zr, wr, tol), Z, w, types,
-                self.ukernel, self.okernel)
-            self.cv_score_ = float(conditional_cv_ml(make, k, Z, w, tol)(h))
+
+            def build(Zr: np.ndarray, wr: np.ndarray) -> Any:
+                if method == "cv_ml":
+                    return conditional_cv_ml(make, k, Zr, wr, tol)
+                return conditional_cv_ls(make, k, Zr, wr)
+
+            scale = 1.0 if method == "cv_ml" else spread_scale(Z[:, :k], w, yt)
+            h, result = search_density_bandwidth(build, Z, w, types, self.ukernel,
+                                                 self.okernel, scale)
+            self.cv_score_ = float(build(Z, w)(h))
             warn_unsettled(result, method)
         elif method is not None:
             check_spread(Z, types, method)
             if set(types) - {"c"}:
                 raise NadarayaError(
                     f"bandwidth={method!r} is a rule for continuous features; y and X have "
-                    f"types {yt!r} and {xt!r}. Use bandwidth='cv_ml' or one value per variable."
+                    f"types {yt!r} and {xt!r}. Use bandwidth='cv_ml' (or 'cv_ls') or one value per "
+                    "variable."
                 )
             h = rule_bandwidth(method, Z, w)
         else:
@@ -245,9 +265,10 @@ class ConditionalQuantileRegressor(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     quantile : float in (0, 1), default 0.5
-    bandwidth : {"cv_ml", "scott", "silverman"} or array of shape (1 + n_features,), \
-default "cv_ml"
-        ``y``'s bandwidth first, then ``X``'s.
+    bandwidth : {"cv_ml", "cv_ls", "scott", "silverman"} or array of shape \
+(1 + n_features,), default "cv_ml"
+        ``y``'s bandwidth first, then ``X``'s; the methods as for
+        :class:`ConditionalDensity`.
     var_types : str, optional
         Types of ``X``'s columns (``'c'``, ``'u'``, ``'o'``).
     ukernel, okernel, tolerance
