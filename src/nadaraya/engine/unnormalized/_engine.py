@@ -24,6 +24,7 @@ import torch
 
 from ..._config import block_elements, get_config
 from ..._errors import NadarayaError
+from ..._validation import all_finite
 from ...masks import Visibility
 from .._empty import _NO_WEIGHT, _describe, _nearest, apply_empty_policy
 from .._job import Job
@@ -130,7 +131,7 @@ class WeightDomainEngine:
                 w = kernel._weights_block(bound.q[rows], bound.k[cols])
                 if status is Visibility.PARTIAL:
                     w = w.masked_fill(~job.mask.block(rows, cols), 0.0)
-                if not bool(torch.isfinite(w).all()):
+                if not all_finite(w):
                     raise NadarayaError(
                         f"kernel {kernel!r} gave non-finite weights (overflow or NaN) for "
                         f"queries {start}..{rows.stop - 1}. Rescale the inputs or lower the "
