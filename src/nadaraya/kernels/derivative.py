@@ -50,6 +50,8 @@ from .radial import _as_param
 __all__ = ["GaussianDerivative", "GaussianLaplacian", "hermite_coefficients",
            "laplacian_coefficients"]
 
+_HORNER = 8  # highest order evaluated from its coefficients
+
 
 def _check_count(value: Any, name: str) -> int:
     """``value`` as an integer ``>= 0`` (integral floats refused too: they hide mistakes)."""
@@ -111,6 +113,21 @@ def _horner(t: torch.Tensor, coefs: list[Any], inplace: bool) -> torch.Tensor:
     for c in coefs[2:]:
         acc = acc.mul_(t).add_(float(c)) if inplace else acc * t + float(c)
     return acc
+
+
+def _hermite(u: torch.Tensor, t: torch.Tensor, order: int, inplace: bool) -> torch.Tensor:
+    """``He_order(u)`` (``t = u^2``): Horner's rule in ``u^2`` up to order ``_HORNER``, above
+    it the three-term recurrence ``He_{n+1} = u He_n - n He_{n-1}``, whose rounding does not
+    grow with the order as that of the alternating coefficients does."""
+    if order <= _HORNER:
+        term = _horner(t, hermite_coefficients(order), inplace)
+        if order % 2:
+            term = term.mul_(u) if inplace else term * u
+        return term
+    prev, cur = torch.ones_like(u), u
+    for n in range(1, order):
+        prev, cur = cur, u * cur - n * prev
+    return cur
 
 
 def _gaussian_times(poly: torch.Tensor | None, r2: torch.Tensor, const: Any,
@@ -236,7 +253,7 @@ class GaussianDerivative(_NormalFamily):
 
     def __init__(self, order: Any = 0, bandwidth: Any = 1.0, *,
                  learnable: bool = False) -> None:
-        if isinstance(order, numbers.Integral) and not isinstance(order, bool):
+        if isinstance(order, numbers.Real | bool):
             orders: tuple[int, ...] | int = _check_count(order, "order")
         else:
             seq = order.tolist() if isinstance(order, np.ndarray) else order
@@ -276,9 +293,7 @@ class GaussianDerivative(_NormalFamily):
             u = q[..., i] - k[..., i]
             t = u * u
             if r:
-                term = _horner(t, hermite_coefficients(r), inplace)
-                if r % 2:
-                    term = term.mul_(u) if inplace else term * u
+                term = _hermite(u, t, r, inplace)
                 poly = term if poly is None else (poly.mul_(term) if inplace else poly * term)
             r2 = t if r2 is None else (r2.add_(t) if inplace else r2 + t)
         if r2 is None:
