@@ -31,6 +31,7 @@ from .._job import Job
 from .._products import WIDE, RowSums, augmented_values
 from .._scale import times_exp, times_power_of_two
 from .._state import MeanState, SmoothState
+from .._threads import map_blocks
 
 __all__ = [
     "SignedState",
@@ -114,12 +115,14 @@ class WeightDomainEngine:
         return max(1, min(config.query_block, job.m, budget // nb)), nb
 
     def run(self, job: Job) -> SignedState:
+        """Sum the weights block by block; blocks of queries run side by side (:func:`map_blocks`)
+        unless gradients are recorded."""
         kernel, bound = job.kernel.kernel, job.kernel
         mb, nb = self._blocks(job)
         vt = augmented_values(job.values)
         grad = job.requires_grad
-        accs, mags = [], []
-        for start in range(0, job.m, mb):
+
+        def query_block(start: int) -> tuple[torch.Tensor, torch.Tensor]:
             rows = slice(start, min(start + mb, job.m))
             sums = RowSums(job.p + 1, rows.stop - start, job.device, in_place=not grad)
             mag = torch.zeros(rows.stop - start, dtype=WIDE, device=job.device)
@@ -141,14 +144,17 @@ class WeightDomainEngine:
                 mag = mag + w.detach().abs().sum(1, dtype=WIDE)
             state = sums.state(torch.zeros(rows.stop - start, dtype=job.dtype,
                                            device=job.device), job.dtype)
-            accs.append(torch.cat([state.acc, state.total[:, None]], 1))
-            mags.append(mag.to(job.dtype))
-        if not accs:
+            return torch.cat([state.acc, state.total[:, None]], 1), mag.to(job.dtype)
+
+        starts = range(0, job.m, mb)
+        parts = ([query_block(s) for s in starts] if grad
+                 else map_blocks(query_block, starts, device=job.device))
+        if not parts:
             empty = SmoothState.empty(0, job.p, dtype=job.dtype, device=job.device)
             return SignedState(empty.offset, empty.total, empty.acc, empty.total)
-        acc = torch.cat(accs)
+        acc = torch.cat([a for a, _ in parts])
         return SignedState(torch.zeros(job.m, dtype=job.dtype, device=job.device),
-                           acc[:, -1], acc[:, :-1], torch.cat(mags))
+                           acc[:, -1], acc[:, :-1], torch.cat([m for _, m in parts]))
 
 
 class _Refusing:
