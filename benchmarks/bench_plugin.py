@@ -39,6 +39,8 @@ from nadaraya.estimators._plugin_diag import plugin_diagonal
 
 
 def best_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """The best of ``repeat`` timed runs after one untimed (start-up) run, and the result."""
+    fn()
     best, out = float("inf"), None
     for _ in range(repeat):
         start = time.perf_counter()
@@ -95,7 +97,7 @@ def r_times(code: str, x: np.ndarray) -> list[float] | None:
         script = f'x <- as.matrix(read.csv("{path}", header = FALSE))\n{code}'
         done = subprocess.run(["Rscript", "-e", script], capture_output=True, text=True)
     if done.returncode:
-        print(f"  (R failed: {done.stderr.strip().splitlines()[-1:]})")
+        print(f"  (R failed: {done.stderr.strip().splitlines()[-3:]})")
         return None
     return [float(v) for v in done.stdout.split()]
 
@@ -110,8 +112,9 @@ def sj_task(sizes: list[int], repeat: int) -> None:
         np_t, ref = best_time(lambda x=x: numpy_sheather_jones(x), repeat)
         r = r_times(
             f"x <- x[, 1]; t1 <- min(replicate({repeat}, system.time(bw.SJ(x))[['elapsed']]))\n"
-            f"t2 <- min(replicate({repeat}, system.time(h <- bw.SJ(x, nb = 100000L, "
-            "tol = 1e-14))[['elapsed']]))\ncat(t1, t2, sprintf('%.17g', h))", x[:, None])
+            f"t2 <- min(replicate({repeat}, system.time(bw.SJ(x, nb = 100000L, "
+            "tol = 1e-14))[['elapsed']]))\n"
+            "cat(t1, t2, sprintf('%.17g', bw.SJ(x, nb = 100000L, tol = 1e-14)))", x[:, None])
         r1 = r2 = rel = "-"
         if r is not None:
             r1, r2 = f"{r[0] / ours_t:13.2f}", f"{r[1] / ours_t:13.2f}"
@@ -129,9 +132,9 @@ def diag_task(sizes: list[int], dims: list[int], repeat: int) -> None:
             ours_t, ours = best_time(lambda X=X: plugin_diagonal(X), repeat)
             r = r_times(
                 "suppressMessages(library(ks))\n"
-                f"t <- min(replicate({repeat}, system.time(H <- Hpi.diag(x, binned = FALSE, "
-                "pilot = 'dscalar'))[['elapsed']]))\n"
-                "cat(t, sprintf('%.17g', sqrt(diag(H))))", X)
+                "H <- function() Hpi.diag(x, binned = FALSE, pilot = 'dscalar')\n"
+                f"t <- min(replicate({repeat}, system.time(H())[['elapsed']]))\n"
+                "cat(t, sprintf('%.17g', sqrt(diag(H()))))", X)
             if r is None:
                 print(f"{n:>7} {d:>3} {ours_t:9.4f} {'-':>8} {'-':>12}")
                 continue

@@ -121,6 +121,8 @@ class WeightDomainEngine:
         mb, nb = self._blocks(job)
         vt = augmented_values(job.values)
         grad = job.requires_grad
+        if not grad:  # at least one block of queries per thread
+            mb = min(mb, max(1, -(-job.m // torch.get_num_threads())))
 
         def query_block(start: int) -> tuple[torch.Tensor, torch.Tensor]:
             rows = slice(start, min(start + mb, job.m))
