@@ -8,8 +8,9 @@ with ``He_r`` the probabilists' Hermite polynomial and ``phi`` the standard
 normal density. Its weights change sign, so it is a *signed* kernel (no
 log-weight): the engine sums it directly, in the weight domain (dense or
 streamed engine, bounded memory); engines that work on log-weights or need
-``K >= 0`` (sweep, neighbours, pruned, compiled, fused, the certified
-transforms) refuse it with a reason that names it.
+``K >= 0`` (sweep, neighbours, pruned, compiled, fused, autograd, and the
+certified transforms fgt and binned) refuse it with a reason that names it;
+with ``tolerance=`` the exact weight-domain sum runs.
 
 * :class:`GaussianDerivative` is the partial derivative of multi-index
   ``(r_1, ..., r_d)`` of the product of normal densities,
@@ -29,7 +30,10 @@ divides by the signed row sum ``sum_j K(q, k_j)``, as for every signed
 kernel; a row whose sum is zero to rounding is an empty row (``empty=``).
 That ratio is not a weighted mean (its weights are not all positive); these
 kernels are meant for ``normalize=False``. :func:`nadaraya.weights` (rows of a
-normalized smoother) refuses them.
+normalized smoother), ``return_lse=True`` and the regression estimators
+(which ask for the log row sums) refuse them, as do products ``k1 * k2``
+with log-domain kernels: a product of derivatives is one
+:class:`GaussianDerivative` of a multi-index.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ class WeightDomainEngine:
         mb, nb = self._blocks(job)
         vt = augmented_values(job.values)
         grad = job.requires_grad
-        if not grad:  # at least one block of queries per thread
+        if not grad and job.device.type == "cpu":  # a block of queries per thread, at least
             mb = min(mb, max(1, -(-job.m // torch.get_num_threads())))
 
         def query_block(start: int) -> tuple[torch.Tensor, torch.Tensor]:
