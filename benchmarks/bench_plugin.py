@@ -11,12 +11,15 @@ Tasks, on skewed data (``z^3``, ``z`` normal; columns mixed in ``d`` dimensions)
   ``d (d + 1) / 2`` engine sums of ``GaussianDerivative`` and one of
   ``GaussianLaplacian``). Peer: R's ``ks::Hpi.diag(binned = FALSE, pilot =
   "dscalar")`` (timed inside R).
+* ``dpi``: Ruppert, Sheather and Wand's direct plug-in for local linear
+  regression (:func:`dpill`, binned sums by the grid engine). Peer: R's
+  ``KernSmooth::dpill`` (timed inside R), which it equals to rounding.
 
 Ratios are a peer's time over ours (above 1: we are faster); each time is the
 best of ``--repeat`` runs; relative differences of the bandwidths are printed
 beside them. Run::
 
-    python benchmarks/bench_plugin.py --tasks sj,diag --sizes 500,2000 --dims 2,4
+    python benchmarks/bench_plugin.py --tasks sj,diag,dpi --sizes 500,2000 --dims 2,4
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
+from nadaraya.estimators._plugin import dpill
 from nadaraya.estimators._plugin_density import sheather_jones, weighted_quantile
 from nadaraya.estimators._plugin_diag import plugin_diagonal
 
@@ -143,9 +147,27 @@ def diag_task(sizes: list[int], dims: list[int], repeat: int) -> None:
             print(f"{n:>7} {d:>3} {ours_t:9.4f} {r[0] / ours_t:8.2f} {rel:12.1e}")
 
 
+def dpi_task(sizes: list[int], repeat: int) -> None:
+    print("direct plug-in for local linear regression (dpill), binned on 401 points")
+    print(f"{'n':>7} {'ours s':>9} {'R/ours':>8} {'rel diff':>9}")
+    for n in sizes:
+        rng = np.random.default_rng(n)
+        x = rng.uniform(0.0, 1.0, n)
+        xy = np.c_[x, np.sin(6.0 * x) + rng.normal(0.0, 0.3, n)]
+        ours_t, ours = best_time(lambda xy=xy: dpill(xy[:, 0], xy[:, 1]), repeat)
+        r = r_times(
+            "suppressMessages(library(KernSmooth))\n"
+            f"t <- min(replicate({repeat}, system.time(dpill(x[, 1], x[, 2]))[['elapsed']]))\n"
+            "cat(t, sprintf('%.17g', dpill(x[, 1], x[, 2])))", xy)
+        if r is None:
+            print(f"{n:>7} {ours_t:9.4f} {'-':>8} {'-':>9}")
+            continue
+        print(f"{n:>7} {ours_t:9.4f} {r[0] / ours_t:8.2f} {abs(r[1] / ours - 1):9.1e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", default="sj,diag")
+    parser.add_argument("--tasks", default="sj,diag,dpi")
     parser.add_argument("--sizes", default="500,2000")
     parser.add_argument("--dims", default="2,4")
     parser.add_argument("--repeat", type=int, default=3)
@@ -157,6 +179,8 @@ def main() -> None:
         sj_task(sizes, args.repeat)
     if "diag" in tasks:
         diag_task(sizes, [int(d) for d in args.dims.split(",")], args.repeat)
+    if "dpi" in tasks:
+        dpi_task(sizes, args.repeat)
 
 
 if __name__ == "__main__":

@@ -70,3 +70,26 @@ def test_pair_sum_is_symmetric_in_the_sample_order() -> None:
     assert pair_sum(Z[p], w[p], kern) == pytest.approx(pair_sum(Z, w, kern), rel=1e-13)
     lap = GaussianLaplacian(2, 0.5)
     assert pair_sum(Z[p], w[p], lap) == pytest.approx(pair_sum(Z, w, lap), rel=1e-13)
+
+
+@pytest.mark.parametrize("square", [False, True])
+def test_binned_moments_equal_a_naive_loop(square: bool) -> None:
+    # KernSmooth's binned sums: sum_k c_k K(o delta / h)^(1 or 2) (o delta)^p, o = k - j, over
+    # the offsets |o| <= floor(4 h / delta) that stay on the grid
+    from nadaraya.estimators._plugin import _moments
+
+    rng = np.random.default_rng(5)
+    counts = rng.uniform(0.0, 2.0, 60)
+    counts[:7] = 0.0
+    delta, h = 0.05, 0.13
+    reach = math.floor(4 * h / delta)
+    want = np.zeros((60, 5))
+    for j in range(60):
+        for k in range(max(0, j - reach), min(60, j + reach + 1)):
+            o = (k - j) * delta
+            weight = math.exp(-0.5 * (o / h) ** 2) ** (2 if square else 1)
+            for p in range(5):
+                want[j, p] += counts[k] * weight * o**p
+    got = _moments(counts, delta, h, 5, square=square)
+    scale = np.abs(want).max(0)  # columns of very different size: each to its own
+    np.testing.assert_allclose(got / scale, want / scale, rtol=1e-12, atol=1e-14)
