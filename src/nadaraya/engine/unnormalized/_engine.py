@@ -94,7 +94,10 @@ class WeightDomainEngine:
     name : {"dense", "streamed"}
         ``"dense"`` takes whole rows of keys per block of queries (as the dense
         engine); ``"streamed"`` folds key blocks (as the streamed engine). Both
-        stay within the working-memory budget and are differentiable.
+        stay within the working-memory budget and are differentiable. On the
+        CPU, without gradients, the blocks of queries (one per thread at least)
+        run side by side in the engine's threads, torch's ops on one thread each
+        (:mod:`nadaraya.engine._threads`).
     """
 
     def __init__(self, name: str) -> None:
@@ -148,9 +151,13 @@ class WeightDomainEngine:
                                            device=job.device), job.dtype)
             return torch.cat([state.acc, state.total[:, None]], 1), mag.to(job.dtype)
 
+        def untracked(start: int) -> tuple[torch.Tensor, torch.Tensor]:
+            with torch.no_grad():  # a worker thread's grad mode is its own
+                return query_block(start)
+
         starts = range(0, job.m, mb)
         parts = ([query_block(s) for s in starts] if grad
-                 else map_blocks(query_block, starts, device=job.device))
+                 else map_blocks(untracked, starts, device=job.device))
         if not parts:
             empty = SmoothState.empty(0, job.p, dtype=job.dtype, device=job.device)
             return SignedState(empty.offset, empty.total, empty.acc, empty.total)
