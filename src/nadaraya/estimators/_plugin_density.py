@@ -4,6 +4,7 @@ The bandwidth ``h`` solves ``h = (c1 / S(alpha2 h^(5/7)))^(1/5)``
 (Sheather and Jones 1991), with the density functionals
 
     S(g) = sum_ij w_i w_j phi4((x_i - x_j) / g) / (W (W - 1) g^5)
+         = sum_ij w_i w_j phi_g^(4)(x_i - x_j) / (W (W - 1))
     T(g) = sum_ij w_i w_j phi6((x_i - x_j) / g) / (W (W - 1) g^7)
 
 (``phi4``, ``phi6`` the fourth and sixth derivatives of the standard normal
@@ -13,8 +14,11 @@ sqrt(pi) W)``, ``alpha2 = 1.357 (S(a) / -T(b))^(1/7)``, ``a = 1.24 s W^(-1/7)``,
 root is bracketed in ``[0.1, 1] * 1.144 s W^(-1/5)``, widened as R widens it,
 and found by Brent's method to a relative ``1e-12``. This is R's
 ``bw.SJ(x, method = "ste")`` with the functionals summed exactly over all
-pairs (R bins the pairwise distances into ``nb`` bins), in blocks of rows:
-``O(n^2)`` time per functional, bounded memory. Sample weights count as
+pairs (R bins the pairwise distances into ``nb`` bins): the engine's
+unnormalized sums of the signed kernel
+:class:`~nadaraya.kernels.GaussianDerivative` (``phi_g^(r)``, the ``r``-th
+derivative of the normal density of standard deviation ``g``), ``O(n^2)``
+time per functional, bounded memory. Sample weights count as
 frequencies (integer weights give the bandwidth of the repeated rows).
 """
 
@@ -26,34 +30,10 @@ import numpy as np
 from scipy.optimize import brentq
 
 from .._errors import NadarayaError
+from ..kernels import GaussianDerivative
+from ._functionals import pair_sum
 
 __all__ = ["sheather_jones", "weighted_quantile"]
-
-_BLOCK = 1024
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
-
-
-def _pair_sum(x: np.ndarray, w: np.ndarray, g: float, order: int) -> float:
-    """``sum_ij w_i w_j phi_order((x_i - x_j) / g) * sqrt(2 pi)`` for order 4 or 6.
-
-    Each block of rows meets the columns from its own first row on (the sum is
-    symmetric): the block's square counts once, the rest twice.
-    """
-    total = 0.0
-    for start in range(0, x.size, _BLOCK):
-        stop = min(start + _BLOCK, x.size)
-        u2 = np.subtract.outer(x[start:stop], x[start:]) / g
-        np.square(u2, out=u2)
-        e = np.exp(-0.5 * u2)
-        if order == 4:
-            poly = (u2 - 6.0) * u2 + 3.0
-        else:
-            poly = ((u2 - 15.0) * u2 + 45.0) * u2 - 15.0
-        e *= poly
-        rows = e @ w[start:]
-        head = e[:, : stop - start] @ w[start:stop]
-        total += float(w[start:stop] @ (2.0 * rows - head))
-    return total
 
 
 def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
@@ -112,10 +92,10 @@ def sheather_jones(x: np.ndarray, w: np.ndarray | None = None) -> float:
     pairs = n * (n - 1.0)
 
     def S(g: float) -> float:
-        return _pair_sum(x, w, g, 4) / (pairs * g**5 * _SQRT_2PI)
+        return pair_sum(x[:, None], w, GaussianDerivative(4, g)) / pairs
 
     def T(g: float) -> float:
-        return _pair_sum(x, w, g, 6) / (pairs * g**7 * _SQRT_2PI)
+        return pair_sum(x[:, None], w, GaussianDerivative(6, g)) / pairs
 
     a = 1.24 * scale * n ** (-1.0 / 7.0)
     b = 1.23 * scale * n ** (-1.0 / 9.0)

@@ -36,7 +36,10 @@ multi-indices from the vector of all ordered ones). In steps:
    relative change ``1e-8`` of the criterion), and ``h`` multiplied back by the
    standard deviations.
 
-The pair sums are exact (``O(n^2 d^2)`` in blocks of rows, bounded memory).
+The pair sums are exact: the engine's unnormalized sums of the signed kernels
+:class:`~nadaraya.kernels.GaussianDerivative` (one per functional ``psi_ij``,
+``i <= j``) and :class:`~nadaraya.kernels.GaussianLaplacian` (``eta6``), each
+``O(n^2 d)`` in blocks (bounded memory).
 Sample weights count as frequencies.
 
 References
@@ -53,18 +56,18 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Iterator
 
 import numpy as np
 
 from .._errors import NadarayaError
+from ..kernels import GaussianDerivative, GaussianLaplacian
 from ._bandwidth import weighted_spread
+from ._functionals import pair_sum
 
 __all__ = ["MAX_DIM", "plugin_diagonal"]
 
 #: Largest number of continuous features the selector takes.
 MAX_DIM = 6
-_PAIRS = 2**16  # pairs per block of the sums
 
 
 def _pairings(items: tuple[int, ...]) -> list[list[tuple[int, int]]]:
@@ -107,46 +110,23 @@ def _eighth_trace_norm(S: np.ndarray) -> float:
     return float(np.sum((phi0 * T) ** 2))
 
 
-def _pair_blocks(Z: np.ndarray, w: np.ndarray, g: float
-                 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Per block of rows: scaled differences ``u (b, n, d)`` and weights ``w_k w_l phi_g``."""
-    n, d = Z.shape
-    step = max(1, _PAIRS // max(n, 1))
-    norm = (2.0 * math.pi) ** (-d / 2) / g**d
-    for start in range(0, n, step):
-        stop = min(start + step, n)
-        u = (Z[start:stop, None, :] - Z[None, :, :]) / g
-        yield u, (w[start:stop, None] * w[None, :]) * norm * np.exp(-0.5 * np.sum(u * u, -1))
-
-
 def _psi4(Z: np.ndarray, w: np.ndarray, g: float) -> np.ndarray:
-    """The functionals ``psi_ij(g)``, shape ``(d, d)``."""
+    """The functionals ``psi_ij(g)``, shape ``(d, d)``: one engine sum per pair ``i <= j``."""
     d = Z.shape[1]
     out = np.zeros((d, d))
-    for u, k in _pair_blocks(Z, w, g):
-        u2 = u * u
-        h2 = (u2 - 1.0) / g**2
-        h4 = ((u2 - 6.0) * u2 + 3.0) / g**4
-        kh2 = (k[..., None] * h2).reshape(-1, d)
-        out += kh2.T @ h2.reshape(-1, d)
-        out[np.diag_indices(d)] += np.einsum("bn,bnd->d", k, h4 - h2 * h2)
-    return out / float(w.sum()) ** 2
+    W2 = float(w.sum()) ** 2
+    for i in range(d):
+        for j in range(i, d):
+            order = [0] * d
+            order[i] += 2
+            order[j] += 2
+            out[i, j] = out[j, i] = pair_sum(Z, w, GaussianDerivative(tuple(order), g)) / W2
+    return out
 
 
 def _eta6(Z: np.ndarray, w: np.ndarray, g: float) -> float:
     """``sum_kl w_k w_l Laplacian^3 phi_g(x_k - x_l) / W^2``."""
-    total = 0.0
-    for u, k in _pair_blocks(Z, w, g):
-        u2 = u * u
-        h2 = (u2 - 1.0) / g**2
-        h4 = ((u2 - 6.0) * u2 + 3.0) / g**4
-        h6 = (((u2 - 15.0) * u2 + 45.0) * u2 - 15.0) / g**6
-        p1, p2, p3 = h2.sum(-1), (h2 * h2).sum(-1), (h2**3).sum(-1)
-        s4 = h4.sum(-1)
-        lap3 = (h6.sum(-1) + 3.0 * (s4 * p1 - (h4 * h2).sum(-1))
-                + p1**3 - 3.0 * p1 * p2 + 2.0 * p3)
-        total += float(np.sum(k * lap3))
-    return total / float(w.sum()) ** 2
+    return pair_sum(Z, w, GaussianLaplacian(3, g)) / float(w.sum()) ** 2
 
 
 def _pilots(Z: np.ndarray, w: np.ndarray) -> tuple[float, float]:

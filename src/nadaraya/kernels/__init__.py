@@ -4,6 +4,8 @@ Accepted by name in :func:`nadaraya.smooth`: ``"gaussian"``, ``"laplacian"``,
 ``"matern32"``, ``"matern52"``, ``"epanechnikov"``, ``"tricube"``, ``"uniform"``,
 ``"cauchy"``, ``"softmax"``,
 and the signed ``"linear"`` (``q^T M k``, summed in the weight domain).
+The derivatives of the Gaussian density (:class:`GaussianDerivative`,
+:class:`GaussianLaplacian`) are signed kernels for density functionals.
 Kernels on different feature columns multiply into one kernel (``k1 * k2``),
 continuous and categorical alike (:mod:`.discrete`: Aitchison-Aitken, Li-Racine,
 Wang-van Ryzin).
@@ -29,6 +31,7 @@ from ._composite import ProductKernel, SumKernel
 from ._kernel import Kernel
 from ._prepared import PreparedKernel
 from .custom import CallableKernel
+from .derivative import GaussianDerivative, GaussianLaplacian
 from .discrete import AitchisonAitken, DiscreteKernel, LiRacine, LiRacineOrdered, WangVanRyzin
 from .dot import ExpDot, Polynomial
 from .linear import LinearKernel, SignedKernel
@@ -58,6 +61,8 @@ __all__ = [
     "ExpDot",
     "Exponential",
     "Gaussian",
+    "GaussianDerivative",
+    "GaussianLaplacian",
     "Kernel",
     "Laplacian",
     "LiRacine",

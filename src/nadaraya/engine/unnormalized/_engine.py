@@ -24,12 +24,14 @@ import torch
 
 from ..._config import block_elements, get_config
 from ..._errors import NadarayaError
+from ..._validation import all_finite
 from ...masks import Visibility
 from .._empty import _NO_WEIGHT, _describe, _nearest, apply_empty_policy
 from .._job import Job
 from .._products import WIDE, RowSums, augmented_values
 from .._scale import times_exp, times_power_of_two
 from .._state import MeanState, SmoothState
+from .._threads import map_blocks
 
 __all__ = [
     "SignedState",
@@ -92,7 +94,10 @@ class WeightDomainEngine:
     name : {"dense", "streamed"}
         ``"dense"`` takes whole rows of keys per block of queries (as the dense
         engine); ``"streamed"`` folds key blocks (as the streamed engine). Both
-        stay within the working-memory budget and are differentiable.
+        stay within the working-memory budget and are differentiable. On the
+        CPU, without gradients, the blocks of queries (one per thread at least)
+        run side by side in the engine's threads, torch's ops on one thread each
+        (:mod:`nadaraya.engine._threads`).
     """
 
     def __init__(self, name: str) -> None:
@@ -113,12 +118,16 @@ class WeightDomainEngine:
         return max(1, min(config.query_block, job.m, budget // nb)), nb
 
     def run(self, job: Job) -> SignedState:
+        """Sum the weights block by block; blocks of queries run side by side (:func:`map_blocks`)
+        unless gradients are recorded."""
         kernel, bound = job.kernel.kernel, job.kernel
         mb, nb = self._blocks(job)
         vt = augmented_values(job.values)
         grad = job.requires_grad
-        accs, mags = [], []
-        for start in range(0, job.m, mb):
+        if not grad and job.device.type == "cpu":  # a block of queries per thread, at least
+            mb = min(mb, max(1, -(-job.m // torch.get_num_threads())))
+
+        def query_block(start: int) -> tuple[torch.Tensor, torch.Tensor]:
             rows = slice(start, min(start + mb, job.m))
             sums = RowSums(job.p + 1, rows.stop - start, job.device, in_place=not grad)
             mag = torch.zeros(rows.stop - start, dtype=WIDE, device=job.device)
@@ -130,7 +139,7 @@ class WeightDomainEngine:
                 w = kernel._weights_block(bound.q[rows], bound.k[cols])
                 if status is Visibility.PARTIAL:
                     w = w.masked_fill(~job.mask.block(rows, cols), 0.0)
-                if not bool(torch.isfinite(w).all()):
+                if not all_finite(w):
                     raise NadarayaError(
                         f"kernel {kernel!r} gave non-finite weights (overflow or NaN) for "
                         f"queries {start}..{rows.stop - 1}. Rescale the inputs or lower the "
@@ -140,14 +149,21 @@ class WeightDomainEngine:
                 mag = mag + w.detach().abs().sum(1, dtype=WIDE)
             state = sums.state(torch.zeros(rows.stop - start, dtype=job.dtype,
                                            device=job.device), job.dtype)
-            accs.append(torch.cat([state.acc, state.total[:, None]], 1))
-            mags.append(mag.to(job.dtype))
-        if not accs:
+            return torch.cat([state.acc, state.total[:, None]], 1), mag.to(job.dtype)
+
+        def untracked(start: int) -> tuple[torch.Tensor, torch.Tensor]:
+            with torch.no_grad():  # a worker thread's grad mode is its own
+                return query_block(start)
+
+        starts = range(0, job.m, mb)
+        parts = ([query_block(s) for s in starts] if grad
+                 else map_blocks(untracked, starts, device=job.device))
+        if not parts:
             empty = SmoothState.empty(0, job.p, dtype=job.dtype, device=job.device)
             return SignedState(empty.offset, empty.total, empty.acc, empty.total)
-        acc = torch.cat(accs)
+        acc = torch.cat([a for a, _ in parts])
         return SignedState(torch.zeros(job.m, dtype=job.dtype, device=job.device),
-                           acc[:, -1], acc[:, :-1], torch.cat(mags))
+                           acc[:, -1], acc[:, :-1], torch.cat([m for _, m in parts]))
 
 
 class _Refusing:
