@@ -212,3 +212,22 @@ def test_nan_in_x_is_refused() -> None:
 def test_unknown_method_names_cv_ls() -> None:
     with pytest.raises(NadarayaError, match="'cv_ls'"):
         ConditionalDensity(bandwidth="cv.ls").fit([[0.0], [1.0]], [0.0, 1.0])
+
+
+@pytest.mark.slow
+def test_a_lambda_moved_to_its_end_leaves_the_bandwidths_at_their_minimum() -> None:
+    # the search ends with the level's lambda at 0 (each level alone); the continuous
+    # bandwidths must then be the best for that lambda, not for the one before it
+    rng = np.random.default_rng(1)
+    n = 200
+    x, u = rng.normal(size=n), rng.integers(0, 3, n).astype(float)
+    y = np.sin(x) + 0.8 * u + 0.4 * rng.normal(size=n)
+    X = np.column_stack([x, u])
+    ours = ConditionalDensity(bandwidth="cv_ls", var_types="cu").fit(X, y)
+    assert ours.bandwidth_[2] == 0.0
+    objective = _objective(y[:, None], X, "c", "cu")
+    for j in (0, 1):
+        for factor in (0.97, 1.03):
+            h = ours.bandwidth_.copy()
+            h[j] *= factor
+            assert objective(h) >= ours.cv_score_ - 1e-9, (j, factor)

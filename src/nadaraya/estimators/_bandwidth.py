@@ -311,11 +311,29 @@ def _search(objective: Callable[[np.ndarray], float], data: DataSummary, *,
             value = full(h)
             result.history.append((h, value, int(f)))
             if value <= result.score:
+                moved = value < result.score
                 result.bandwidth, result.score = h, value
                 result.at_bound = sorted(set(result.at_bound) | {int(f)})
+                if moved and n_active > 1:
+                    # the other bandwidths were chosen for the old lambda: search again
+                    result = _again(result, full, lower, upper, active, xtol, common, budget)
     result.smoothed_out = sorted(int(f) for f in np.flatnonzero(
         ~active | (result.bandwidth >= upper * (1.0 - 1e-12))))
     result.bandwidth = np.where(active & ~smoothed(result.bandwidth), result.bandwidth, np.inf)
     for i, (h, value, f) in enumerate(result.history):
         result.history[i] = (np.where(active & ~smoothed(h), h, np.inf), value, f)
+    return result
+
+
+def _again(result: SearchResult, full: Callable[[np.ndarray], float], lower: np.ndarray,
+           upper: np.ndarray, active: np.ndarray, xtol: float, common: bool, budget: int
+           ) -> SearchResult:
+    """Sweep the bandwidths again from ``result`` (a lambda just moved to its end);
+    the better of the two, with both histories."""
+    again = coordinate_search(full, result.bandwidth, lower, upper, active, xtol=xtol,
+                              refine=True, step=0.05, common=common, max_evaluations=budget)
+    history = result.history + again.history
+    if again.score < result.score:
+        result = again
+    result.history = history
     return result
