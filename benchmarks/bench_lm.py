@@ -27,8 +27,11 @@ the same question at a scale a laptop runs, beside the Markov baseline.
 Run::
 
     python benchmarks/bench_lm.py                       # step budget: minutes per model
-    python benchmarks/bench_lm.py --time-budget 30 --threads 2 --d-model 64 --context 64 \\
-        --tie-embeddings --lr 5e-3 --out-dir lm-30min   # the 30-minute comparison
+    python benchmarks/bench_lm.py --time-budget 60 --clock cpu --threads 2 --d-model 128 \\
+        --layers 4 --heads 4 --context 128 --tie-embeddings --lr 3e-3 \\
+        --out-dir lm-60cpu                              # the kernel comparison (docs)
+    python benchmarks/bench_lm.py --curves run1/curves.csv run2/curves.csv --clock cpu \\
+        --time-budget 60 --orders 6 --out-dir both      # one figure of several runs
     python benchmarks/bench_lm.py --steps 3000 --d-model 256 --layers 4 --context 256 \\
         --device cuda                                   # a larger run on a GPU
 """
@@ -85,13 +88,29 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=None,
                         help="folder for curves.csv and curves.png")
+    parser.add_argument("--curves", type=Path, nargs="+", default=None, metavar="CSV",
+                        help="train nothing: draw these curves.csv files of earlier runs "
+                             "(same budget) in one figure in --out-dir, beside the n-grams")
     args = parser.parse_args()
+    if args.curves and args.out_dir is None:
+        parser.error("--curves draws a figure: give --out-dir for it")
     if args.steps is None and args.time_budget is None:
         args.steps = 400
     return args
 
 
-def _figure(curves: list[dict], best_ngram: tuple[str, float], budget: str, target) -> None:
+def _read_curves(paths: list[Path]) -> list[dict]:
+    """The rows of earlier runs' ``curves.csv`` files, numbers as floats."""
+    rows: list[dict] = []
+    for path in paths:
+        with open(path, newline="") as f:
+            rows += [{k: (v if k in ("kernel", "positional") else float(v)) for k, v in r.items()}
+                     for r in csv.DictReader(f)]
+    return rows
+
+
+def _figure(curves: list[dict], best_ngram: tuple[str, float], budget: str, target,
+            clock: str = "wall") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,10 +122,11 @@ def _figure(curves: list[dict], best_ngram: tuple[str, float], budget: str, targ
         runs.setdefault((row["kernel"], row["positional"]), []).append(row)
     for (kernel, positional), rows in runs.items():
         style = "-" if positional == "absolute" else "--"
-        for ax, x in zip(axes, ("seconds", "step"), strict=True):
+        seconds = "cpu_seconds" if clock == "cpu" else "seconds"
+        for ax, x in zip(axes, (seconds, "step"), strict=True):
             ax.plot([r[x] for r in rows], [r["valid_bits"] for r in rows], style, marker=".",
                     label=f"{kernel}, {positional}")
-    for ax, xlabel in zip(axes, ("training seconds (wall)", "steps"), strict=True):
+    for ax, xlabel in zip(axes, (f"training seconds ({clock})", "steps"), strict=True):
         ax.axhline(best_ngram[1], color="black", lw=1, ls=":",
                    label=f"{best_ngram[0]}: {best_ngram[1]:.3f}")
         ax.set_xlabel(xlabel)
@@ -142,6 +162,11 @@ def main() -> None:
                      False))
         print(f"{rows[-1][0]:<28} {rows[-1][2]:.3f}", flush=True)
     best = min(rows, key=lambda r: r[2]) if rows else ("n-gram", math.nan)
+    if args.curves:
+        _figure(_read_curves(args.curves), (best[0], best[2]), budget,
+                output(folder / "curves.png", option="--out-dir", parents=True), args.clock)
+        print(f"\nlearning curves of {len(args.curves)} run(s): {folder / 'curves.png'}")
+        return
     every = ((60 * args.time_budget / args.curve_points, 0) if args.time_budget
              else (None, max(args.steps // args.curve_points, 1)))
     for positional in args.positional:
@@ -184,7 +209,7 @@ def main() -> None:
         output(folder / "curves.csv", option="--out-dir", parents=True).write_text(
             text.getvalue())
         _figure(curves, (best[0], best[2]), budget,
-                output(folder / "curves.png", option="--out-dir", parents=True))
+                output(folder / "curves.png", option="--out-dir", parents=True), args.clock)
         print(f"\nlearning curves: {folder / 'curves.csv'}, {folder / 'curves.png'}")
 
 
