@@ -278,6 +278,9 @@ def _noisy_file(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, np.ndar
     ("bilateral", ["--sigma-color", "40", "--sigma-spatial", "1.5", "--radius", "3"],
      {"sigma_color": 40.0, "sigma_spatial": 1.5, "radius": 3}),
     ("kr", ["--h", "1.2", "--order", "2", "--radius", "3"], {"h": 1.2, "order": 2, "radius": 3}),
+    ("nlbayes", ["--threshold", "soft", "--beta", "1.5", "--k1", "20", "--k2", "10", "--step",
+                 "2", "--search-radius", "4"],
+     {"threshold": "soft", "beta": 1.5, "k1": 20, "k2": 10, "step": 2, "search_radius": 4}),
 ])
 def test_cli_method_parameters(tmp_path: Path, rng: np.random.Generator, method: str,
                                options: list[str], params: dict,
@@ -289,7 +292,7 @@ def test_cli_method_parameters(tmp_path: Path, rng: np.random.Generator, method:
                                   denoise(noisy, method, 15.0, **params))
     out = capsys.readouterr().out
     for name, value in params.items():
-        assert f"{name} {value:.4g}" in out if isinstance(value, float) else f"{name} {value}"
+        assert (f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}") in out
 
 
 def test_cli_refuses_another_methods_option(tmp_path: Path, rng: np.random.Generator,
@@ -300,7 +303,7 @@ def test_cli_refuses_another_methods_option(tmp_path: Path, rng: np.random.Gener
     assert "--patch-size is a parameter of --method nlm" in capsys.readouterr().err
     assert not (tmp_path / "o.png").exists()
     for bad in (["--patch-size", "4"], ["--search-radius", "-1"], ["--order", "3"],
-                ["--sigma-color", "0"]):
+                ["--sigma-color", "0"], ["--threshold", "firm"], ["--beta", "0"]):
         with pytest.raises(SystemExit):
             main(["denoise", str(source), str(tmp_path / "o.png"), *bad])
 

@@ -25,7 +25,8 @@ def _matrix_function(cov: np.ndarray, f) -> np.ndarray:
 
 
 def _stage(noisy: np.ndarray, pilot: np.ndarray, sigma: float, stage: int, p: int, radius: int,
-           k: int, step: int, beta: float = 1.0, flat: float = 0.0) -> np.ndarray:
+           k: int, step: int, beta: float = 1.0, flat: float = 0.0,
+           hard: bool = False) -> np.ndarray:
     """One stage on (H, W, c) arrays, one reference patch at a time."""
     height, width, c = noisy.shape
     k = min(k, (min(radius, height - p) + 1) * (min(radius, width - p) + 1))
@@ -51,7 +52,10 @@ def _stage(noisy: np.ndarray, pilot: np.ndarray, sigma: float, stage: int, p: in
             for ch in range(c):
                 g = group[:, ch]
                 m = g.mean(0)
-                if stage == 1:
+                if stage == 1 and hard:
+                    cov = (g - m).T @ (g - m) / max(k - 1, 1)
+                    filt = _matrix_function(cov, lambda x: float(x > beta * s2))
+                elif stage == 1:
                     cov = (g - m).T @ (g - m) / max(k - 1, 1)
                     filt = _matrix_function(cov, lambda x: max(x - beta * s2, 0) / x if x > 0
                                             else 0.0)
@@ -68,9 +72,9 @@ def _stage(noisy: np.ndarray, pilot: np.ndarray, sigma: float, stage: int, p: in
 
 
 def _naive(noisy: np.ndarray, sigma: float, p: int, radius: int, k1: int, k2: int,
-           step: int, flat: float) -> np.ndarray:
+           step: int, flat: float, beta: float = 1.0, hard: bool = False) -> np.ndarray:
     x = noisy[..., None] if noisy.ndim == 2 else noisy
-    basic = _stage(x, x, sigma, 1, p, radius, k1, step, flat=flat)
+    basic = _stage(x, x, sigma, 1, p, radius, k1, step, beta=beta, flat=flat, hard=hard)
     out = _stage(x, basic, sigma, 2, p, radius, k2, step)
     return out[..., 0] if noisy.ndim == 2 else out
 
@@ -92,6 +96,18 @@ def test_equals_naive_loop_gray(p, radius, k1, k2, step, flat):
                    flat=flat)
     want = _naive(noisy, 0.1, p, radius, k1, k2, step, flat)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("beta", [1.0, 3.0])
+def test_hard_threshold_equals_naive_loop(beta):
+    _, noisy = _noisy((20, 22), 0.1, seed=2)
+    got = nl_bayes(noisy, 0.1, patch_size=3, search_radius=3, k1=15, k2=10, step=2,
+                   flat=1.05, threshold="hard", beta=beta)
+    want = _naive(noisy, 0.1, 3, 3, 15, 10, 2, 1.05, beta=beta, hard=True)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+    soft = nl_bayes(noisy, 0.1, patch_size=3, search_radius=3, k1=15, k2=10, step=2,
+                    flat=1.05, beta=beta)
+    assert np.abs(got - soft).max() > 1e-3  # the two rules differ
 
 
 def test_equals_naive_loop_colour_in_opponent_basis():
@@ -156,7 +172,8 @@ def test_image_the_size_of_a_patch_and_one_pixel_patches():
     ({"patch_size": 0}, "patch_size"), ({"patch_size2": 2}, "patch_size2"),
     ({"search_radius": -1}, "search_radius"), ({"k1": 0}, "k1"), ({"k2": 1.5}, "k2"),
     ({"step": 0}, "step"), ({"step": True}, "step"), ({"beta": 0}, "beta"),
-    ({"flat": -1.0}, "flat"), ({"flat": math.nan}, "flat"), ({"patch_size": 25}, "larger")])
+    ({"flat": -1.0}, "flat"), ({"flat": math.nan}, "flat"), ({"patch_size": 25}, "larger"),
+    ({"threshold": "firm"}, "threshold"), ({"threshold": None}, "threshold")])
 def test_bad_parameters_are_refused(kwargs, match):
     _, noisy = _noisy((20, 20), 0.1)
     params = {"sigma": 0.1, **kwargs}

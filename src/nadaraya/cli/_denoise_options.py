@@ -36,6 +36,8 @@ _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "k1": ("k1", ("nlbayes",)),
     "k2": ("k2", ("nlbayes",)),
     "step": ("step", ("nlbayes",)),
+    "threshold": ("threshold", ("nlbayes",)),
+    "beta": ("beta", ("nlbayes",)),
 }
 
 
@@ -57,7 +59,8 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                             "nlbayes: of the stage-1 patches (default 5; 7 above sigma 30 of 255)")
     group.add_argument("--search-radius", type=count(0, _LARGEST), metavar="R",
                        help="nlm: half-side of the search window (default 7; 3 for volumes); "
-                            "nlbayes: of the window of candidate patches (default 10)")
+                            "nlbayes: of the window of candidate patches (default 10; 14 above "
+                            "sigma 15 of 255)")
     group.add_argument("--patch-kind", choices=("gaussian", "box"),
                        help="nlm: patch weights (default gaussian)")
     group.add_argument("--sigma-color", type=positive, metavar="S",
@@ -82,6 +85,12 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--step", type=count(1, _LARGEST), metavar="S",
                        help="nlbayes: spacing of the reference patches (default 3; 4 above "
                             "sigma 30 of 255)")
+    group.add_argument("--threshold", choices=("soft", "hard"),
+                       help="nlbayes: stage 1's rule on each group's covariance eigenvalues: "
+                            "soft shrinks them by beta sigma^2, hard keeps those above it "
+                            "(default hard)")
+    group.add_argument("--beta", type=positive, metavar="B",
+                       help="nlbayes: stage 1's threshold in units of sigma^2 (default 3)")
     parser.add_argument("--volume", action="store_true",
                         help="a multi-page TIFF is one 3-D volume (nlm and bilateral filter "
                              "in 3-D); default: its pages are filtered one by one")
