@@ -60,7 +60,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--search-radius", type=count(0, _LARGEST), metavar="R",
                        help="nlm: half-side of the search window (default 7; 3 for volumes); "
                             "nlbayes: of the window of candidate patches (default 10; 14 above "
-                            "sigma 15 of 255)")
+                            "sigma 30 of 255)")
     group.add_argument("--patch-kind", choices=("gaussian", "box"),
                        help="nlm: patch weights (default gaussian)")
     group.add_argument("--sigma-color", type=positive, metavar="S",
@@ -88,9 +88,10 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--threshold", choices=("soft", "hard"),
                        help="nlbayes: stage 1's rule on each group's covariance eigenvalues: "
                             "soft shrinks them by beta sigma^2, hard keeps those above it "
-                            "(default hard)")
+                            "(default soft; hard above sigma 30 of 255)")
     group.add_argument("--beta", type=positive, metavar="B",
-                       help="nlbayes: stage 1's threshold in units of sigma^2 (default 3)")
+                       help="nlbayes: stage 1's threshold in units of sigma^2 (default 1; 3 "
+                            "above sigma 30 of 255)")
     parser.add_argument("--volume", action="store_true",
                         help="a multi-page TIFF is one 3-D volume (nlm and bilateral filter "
                              "in 3-D); default: its pages are filtered one by one")
