@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from _timing import best_time
 from nadaraya.estimators import ConditionalDensity
 from nadaraya.estimators._conditional_cv import conditional_cv_ls
 from nadaraya.estimators._density_fit import density_model, levels_of
@@ -40,15 +39,6 @@ def make_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x, u = rng.normal(size=n), rng.integers(0, 3, n).astype(float)
     return np.column_stack([x, u]), np.sin(x) + 0.8 * u + 0.4 * rng.normal(size=n)
-
-
-def best_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 def _statsmodels(X: np.ndarray, y: np.ndarray, bw: Any) -> Any:

@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 import warnings
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
+from _timing import best_time
 from nadaraya.estimators import KernelDensity
 
 
@@ -37,15 +35,6 @@ def make_data(n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     k = n // 3
     return np.concatenate([rng.normal(size=n - k), 3 + 0.5 * rng.normal(size=k)])[:, None]
-
-
-def best_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 def score_task(sizes: list[int], tolerance: float, peer_max: int, repeat: int) -> None:

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 import warnings
-from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import numpy as np
 
+from _timing import best_time
 from nadaraya.estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor
 
 
@@ -39,15 +37,6 @@ def make_data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     X = rng.uniform(0, 3, (n, d))
     y = np.sin(2 * X[:, 0]) + (X[:, 1] ** 2 if d > 1 else 0.0) + 0.1 * rng.normal(size=n)
     return X, y
-
-
-def best_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 def statsmodels_mfx(X: np.ndarray, y: np.ndarray, Xq: np.ndarray, reg: str,

@@ -30,27 +30,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 
+from _timing import best_time
 from nadaraya.estimators._plugin import dpill
 from nadaraya.estimators._plugin_density import sheather_jones, weighted_quantile
 from nadaraya.estimators._plugin_diag import plugin_diagonal
-
-
-def best_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """The best of ``repeat`` timed runs after one untimed (start-up) run, and the result."""
-    fn()
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 def make_data(n: int, d: int, seed: int = 0) -> np.ndarray:
@@ -112,8 +99,8 @@ def sj_task(sizes: list[int], repeat: int) -> None:
           f"{'R nb=1e5/ours':>13} {'numpy rel':>10} {'R 1e5 rel':>10}")
     for n in sizes:
         x = make_data(n, 1)[:, 0]
-        ours_t, ours = best_time(lambda x=x: sheather_jones(x), repeat)
-        np_t, ref = best_time(lambda x=x: numpy_sheather_jones(x), repeat)
+        ours_t, ours = best_time(lambda x=x: sheather_jones(x), repeat, warmup=True)
+        np_t, ref = best_time(lambda x=x: numpy_sheather_jones(x), repeat, warmup=True)
         r = r_times(
             f"x <- x[, 1]; t1 <- min(replicate({repeat}, system.time(bw.SJ(x))[['elapsed']]))\n"
             f"t2 <- min(replicate({repeat}, system.time(bw.SJ(x, nb = 100000L, "
@@ -133,7 +120,7 @@ def diag_task(sizes: list[int], dims: list[int], repeat: int) -> None:
     for d in dims:
         for n in sizes:
             X = make_data(n, d)
-            ours_t, ours = best_time(lambda X=X: plugin_diagonal(X), repeat)
+            ours_t, ours = best_time(lambda X=X: plugin_diagonal(X), repeat, warmup=True)
             r = r_times(
                 "suppressMessages(library(ks))\n"
                 "H <- function() Hpi.diag(x, binned = FALSE, pilot = 'dscalar')\n"
@@ -154,7 +141,7 @@ def dpi_task(sizes: list[int], repeat: int) -> None:
         rng = np.random.default_rng(n)
         x = rng.uniform(0.0, 1.0, n)
         xy = np.c_[x, np.sin(6.0 * x) + rng.normal(0.0, 0.3, n)]
-        ours_t, ours = best_time(lambda xy=xy: dpill(xy[:, 0], xy[:, 1]), repeat)
+        ours_t, ours = best_time(lambda xy=xy: dpill(xy[:, 0], xy[:, 1]), repeat, warmup=True)
         r = r_times(
             "suppressMessages(library(KernSmooth))\n"
             f"t <- min(replicate({repeat}, system.time(dpill(x[, 1], x[, 2]))[['elapsed']]))\n"

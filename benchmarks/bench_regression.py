@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from _timing import best_time
 from nadaraya.estimators import LocalPolynomialRegressor, NadarayaWatsonRegressor
 
 
@@ -46,15 +46,6 @@ def make_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.uniform(0, 6, (n, 1))
     return x, 2 * np.sin(x[:, 0]) + rng.normal(size=n)
-
-
-def best_time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 def _load() -> str:
