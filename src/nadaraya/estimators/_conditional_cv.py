@@ -39,31 +39,19 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-import torch
 
 from .._config import get_config
 from ..engine import smooth, weights
-from ..kernels import Kernel
 from ..masks import LeaveOneOut
 from ._conditional import ConditionalModel
 from ._density_cv import _convolution, check_cv_ls, log_kernel_sums
 from ._density_kernel import DensityKernel
+from ._kernel import self_scores
 
 __all__ = ["conditional_cv_ls", "cv_ls_terms"]
 
-#: Rows per block when the diagonal scores ``log K(x_i, x_i)`` are read.
-_DIAGONAL = 256
 #: ``(n,)`` float64 arrays held per row of a block of the quadratic forms.
 _ARRAYS_PER_ROW = 6
-
-
-def _self_scores(kernel: Kernel, X: np.ndarray) -> np.ndarray:
-    """``log K(x_i, x_i)`` of each row, shape ``(n,)``."""
-    out = np.empty(X.shape[0])
-    for start in range(0, X.shape[0], _DIAGONAL):
-        t = torch.as_tensor(X[start:start + _DIAGONAL], dtype=torch.float64)
-        out[start:start + t.shape[0]] = kernel.score(t, t).diagonal().numpy()
-    return out
 
 
 def _rest_log_mass(model: DensityKernel, X: np.ndarray, logw: np.ndarray,
@@ -82,7 +70,7 @@ def _rest_log_mass(model: DensityKernel, X: np.ndarray, logw: np.ndarray,
     others = log_kernel_sums(X, X, kernel, logu, loo=True)
     if log_rest is None:
         return others, None
-    own = log_rest + (logu - logw) + _self_scores(kernel, X)
+    own = log_rest + (logu - logw) + self_scores(kernel, X)
     return np.logaddexp(others, own), own
 
 

@@ -23,7 +23,7 @@ import torch
 from .._errors import NadarayaError
 from ..kernels import RADIAL, CallableKernel, Kernel, get_kernel
 
-__all__ = ["KernelSpec", "is_named_radial", "make_spec"]
+__all__ = ["KernelSpec", "is_named_radial", "make_spec", "self_scores"]
 
 
 def is_named_radial(kernel: Any) -> bool:
@@ -53,19 +53,7 @@ class KernelSpec:
         """``log K(x_i, x_i)`` for every row of ``X``, shape ``(n,)``."""
         if self.radial:
             return np.zeros(X.shape[0])
-        kern = get_kernel(self.kernel, self.bandwidth)
-        t = torch.as_tensor(X, dtype=torch.float64)
-        bound = kern.bind(t, t)
-        idx = torch.arange(X.shape[0])
-        pairs = bound.pairs(idx, idx[:, None])
-        if pairs is not None:
-            return pairs[:, 0].detach().numpy().astype(float)
-        out = np.empty(X.shape[0])
-        step = 256
-        for start in range(0, X.shape[0], step):
-            rows = slice(start, min(start + step, X.shape[0]))
-            out[rows] = torch.diagonal(bound.score(rows, rows)).detach().numpy()
-        return out
+        return self_scores(get_kernel(self.kernel, self.bandwidth), X)
 
     def squared(self) -> KernelSpec:
         """The kernel ``K^2`` (log-weights doubled).
@@ -141,3 +129,23 @@ def check_kernel(kernel: Any) -> None:
         f"kernel must be a name, a nadaraya.kernels.Kernel or a callable; "
         f"got {type(kernel).__name__}."
     )
+
+
+def self_scores(kernel: Kernel, X: np.ndarray) -> np.ndarray:
+    """``log K(x_i, x_i)`` of ``kernel`` for every row of ``X``, shape ``(n,)``.
+
+    The kernel's pair scores where it has them, else the diagonals of blocks
+    of 256 rows.
+    """
+    t = torch.as_tensor(X, dtype=torch.float64)
+    bound = kernel.bind(t, t)
+    idx = torch.arange(X.shape[0])
+    pairs = bound.pairs(idx, idx[:, None])
+    if pairs is not None:
+        return pairs[:, 0].detach().numpy().astype(float)
+    out = np.empty(X.shape[0])
+    step = 256
+    for start in range(0, X.shape[0], step):
+        rows = slice(start, min(start + step, X.shape[0]))
+        out[rows] = torch.diagonal(bound.score(rows, rows)).detach().numpy()
+    return out
