@@ -59,19 +59,18 @@ import argparse
 import inspect
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from _machine import header
 from _peers import PEERS
 
 # a key whose scaled distance exceeds this adds exactly 0 to the float64 sums
@@ -401,27 +400,6 @@ def memory_row(rec: dict[str, Any], n: int) -> str:
     return line + f": {verdict}, {held / TARGET_MB:.2f} of it"
 
 
-def versions() -> str:
-    out = []
-    for dist in ("nadaraya", "torch", "KDEpy", "fastkde", "pykeops", "statsmodels"):
-        try:
-            out.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            out.append(f"{dist} not installed (./scripts/bench installs it)")
-    return ", ".join(out)
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
 def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x]
 
@@ -469,9 +447,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown case or peer {unknown}; cases: {', '.join(CASES)}; "
                      f"peers: {', '.join(PEERS)}")
-    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {platform.processor() or platform.machine()}"
-          f" {_cpu_model()}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
-    print(versions())
+    print(header(("nadaraya", "torch", "KDEpy", "fastkde", "pykeops", "statsmodels")))
     print("peers:")
     for peer in PEERS.values():
         where = f"{'/'.join(peer.kernels)}, d in {set(peer.dims)}"
