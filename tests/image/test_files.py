@@ -281,6 +281,8 @@ def _noisy_file(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, np.ndar
     ("nlbayes", ["--threshold", "soft", "--beta", "1.5", "--k1", "20", "--k2", "10", "--step",
                  "2", "--search-radius", "4"],
      {"threshold": "soft", "beta": 1.5, "k1": 20, "k2": 10, "step": 2, "search_radius": 4}),
+    ("nlbayes", ["--flat", "0", "--flat2", "1.5", "--equal-weights", "--search-radius", "4"],
+     {"flat": 0.0, "flat2": 1.5, "weighted": False, "search_radius": 4}),
 ])
 def test_cli_method_parameters(tmp_path: Path, rng: np.random.Generator, method: str,
                                options: list[str], params: dict,
@@ -303,7 +305,8 @@ def test_cli_refuses_another_methods_option(tmp_path: Path, rng: np.random.Gener
     assert "--patch-size is a parameter of --method nlm" in capsys.readouterr().err
     assert not (tmp_path / "o.png").exists()
     for bad in (["--patch-size", "4"], ["--search-radius", "-1"], ["--order", "3"],
-                ["--sigma-color", "0"], ["--threshold", "firm"], ["--beta", "0"]):
+                ["--sigma-color", "0"], ["--threshold", "firm"], ["--beta", "0"],
+                ["--flat2", "-1"], ["--flat", "nan"]):
         with pytest.raises(SystemExit):
             main(["denoise", str(source), str(tmp_path / "o.png"), *bad])
 

@@ -18,16 +18,20 @@ def _starts(size: int, p: int, step: int) -> list[int]:
     return out if out[-1] == size - p else [*out, size - p]
 
 
-def _matrix_function(cov: np.ndarray, f) -> np.ndarray:
+def _matrix_function(cov: np.ndarray, f) -> tuple[np.ndarray, list[float]]:
     lam, vec = np.linalg.eigh(cov)
-    lam = np.maximum(lam, 0.0)
-    return vec @ np.diag([f(x) for x in lam]) @ vec.T
+    factors = [f(x) for x in np.maximum(lam, 0.0)]
+    return vec @ np.diag(factors) @ vec.T, factors
 
 
 def _stage(noisy: np.ndarray, pilot: np.ndarray, sigma: float, stage: int, p: int, radius: int,
            k: int, step: int, beta: float = 1.0, flat: float = 0.0,
-           hard: bool = False) -> np.ndarray:
-    """One stage on (H, W, c) arrays, one reference patch at a time."""
+           hard: bool = False, weighted: bool = False) -> np.ndarray:
+    """One stage on (H, W, c) arrays, one reference patch at a time.
+
+    ``weighted``: each group's patches count ``1 / (mean f^2 + 1 / k)``, ``f``
+    the filter's eigenvalues over all channels.
+    """
     height, width, c = noisy.shape
     k = min(k, (min(radius, height - p) + 1) * (min(radius, width - p) + 1))
     num = np.zeros_like(noisy)
@@ -49,33 +53,37 @@ def _stage(noisy: np.ndarray, pilot: np.ndarray, sigma: float, stage: int, p: in
             group = np.stack([patch(noisy, r, q) for r, q in members])  # (k, c, n)
             guide = np.stack([patch(pilot, r, q) for r, q in members])
             est = np.empty_like(group)
+            squares = []
             for ch in range(c):
                 g = group[:, ch]
                 m = g.mean(0)
                 if stage == 1 and hard:
                     cov = (g - m).T @ (g - m) / max(k - 1, 1)
-                    filt = _matrix_function(cov, lambda x: float(x > beta * s2))
+                    filt, f = _matrix_function(cov, lambda x: float(x > beta * s2))
                 elif stage == 1:
                     cov = (g - m).T @ (g - m) / max(k - 1, 1)
-                    filt = _matrix_function(cov, lambda x: max(x - beta * s2, 0) / x if x > 0
-                                            else 0.0)
+                    filt, f = _matrix_function(cov, lambda x: max(x - beta * s2, 0) / x
+                                               if x > 0 else 0.0)
                 else:
                     b = guide[:, ch] - guide[:, ch].mean(0)
-                    filt = _matrix_function(b.T @ b / max(k - 1, 1), lambda x: x / (x + s2))
+                    filt, f = _matrix_function(b.T @ b / max(k - 1, 1), lambda x: x / (x + s2))
+                squares += [x * x for x in f]
                 est[:, ch] = m + (g - m) @ filt
-                if stage == 1 and flat > 0 and g.var() <= flat * flat * s2:
+                if flat > 0 and g.var() <= flat * flat * s2:
                     est[:, ch] = g.mean()
+            w = 1.0 / (np.mean(squares) + 1.0 / k) if weighted else 1.0
             for (r, q), e in zip(members, est, strict=True):
-                num[r:r + p, q:q + p] += e.reshape(c, p, p).transpose(1, 2, 0)
-                den[r:r + p, q:q + p] += 1
+                num[r:r + p, q:q + p] += w * e.reshape(c, p, p).transpose(1, 2, 0)
+                den[r:r + p, q:q + p] += w
     return num / den[..., None]
 
 
 def _naive(noisy: np.ndarray, sigma: float, p: int, radius: int, k1: int, k2: int,
-           step: int, flat: float, beta: float = 1.0, hard: bool = False) -> np.ndarray:
+           step: int, flat: float, beta: float = 1.0, hard: bool = False,
+           flat2: float = 1.0, weighted: bool = True) -> np.ndarray:
     x = noisy[..., None] if noisy.ndim == 2 else noisy
     basic = _stage(x, x, sigma, 1, p, radius, k1, step, beta=beta, flat=flat, hard=hard)
-    out = _stage(x, basic, sigma, 2, p, radius, k2, step)
+    out = _stage(x, basic, sigma, 2, p, radius, k2, step, flat=flat2, weighted=weighted)
     return out[..., 0] if noisy.ndim == 2 else out
 
 
@@ -96,6 +104,20 @@ def test_equals_naive_loop_gray(p, radius, k1, k2, step, flat):
                    flat=flat)
     want = _naive(noisy, 0.1, p, radius, k1, k2, step, flat)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize(("flat2", "weighted"), [(0.0, False), (0.0, True), (1.0, False),
+                                                 (2.0, True)])
+def test_stage_two_flat_rule_and_weights_equal_naive_loop(flat2, weighted):
+    _, noisy = _noisy((20, 22), 0.1, seed=4)
+    got = nl_bayes(noisy, 0.1, patch_size=3, search_radius=3, k1=15, k2=10, step=2,
+                   flat2=flat2, weighted=weighted)
+    want = _naive(noisy, 0.1, 3, 3, 15, 10, 2, 1.05, flat2=flat2, weighted=weighted)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+    plain = nl_bayes(noisy, 0.1, patch_size=3, search_radius=3, k1=15, k2=10, step=2,
+                     flat2=0.0, weighted=False)
+    if flat2 or weighted:  # each option changes the result
+        assert np.abs(got - plain).max() > 1e-4
 
 
 @pytest.mark.parametrize("beta", [1.0, 3.0])
@@ -172,7 +194,8 @@ def test_image_the_size_of_a_patch_and_one_pixel_patches():
     ({"patch_size": 0}, "patch_size"), ({"patch_size2": 2}, "patch_size2"),
     ({"search_radius": -1}, "search_radius"), ({"k1": 0}, "k1"), ({"k2": 1.5}, "k2"),
     ({"step": 0}, "step"), ({"step": True}, "step"), ({"beta": 0}, "beta"),
-    ({"flat": -1.0}, "flat"), ({"flat": math.nan}, "flat"), ({"patch_size": 25}, "larger"),
+    ({"flat": -1.0}, "flat"), ({"flat": math.nan}, "flat"), ({"flat2": -0.5}, "flat2"),
+    ({"flat2": math.inf}, "flat2"), ({"weighted": 1}, "weighted"), ({"patch_size": 25}, "larger"),
     ({"threshold": "firm"}, "threshold"), ({"threshold": None}, "threshold")])
 def test_bad_parameters_are_refused(kwargs, match):
     _, noisy = _noisy((20, 20), 0.1)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._errors import NadarayaError
-from ._numbers import count, positive
+from ._numbers import count, non_negative, positive
 
 __all__ = ["PROGRESS_PIXELS", "add_method_arguments", "method_overrides", "progress"]
 
@@ -38,6 +38,9 @@ _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "step": ("step", ("nlbayes",)),
     "threshold": ("threshold", ("nlbayes",)),
     "beta": ("beta", ("nlbayes",)),
+    "flat": ("flat", ("nlbayes",)),
+    "flat2": ("flat2", ("nlbayes",)),
+    "weighted": ("weighted", ("nlbayes",)),
 }
 
 
@@ -59,8 +62,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                             "nlbayes: of the stage-1 patches (default 5; 7 above sigma 30 of 255)")
     group.add_argument("--search-radius", type=count(0, _LARGEST), metavar="R",
                        help="nlm: half-side of the search window (default 7; 3 for volumes); "
-                            "nlbayes: of the window of candidate patches (default 10; 14 above "
-                            "sigma 30 of 255)")
+                            "nlbayes: of the window of candidate patches (default 14)")
     group.add_argument("--patch-kind", choices=("gaussian", "box"),
                        help="nlm: patch weights (default gaussian)")
     group.add_argument("--sigma-color", type=positive, metavar="S",
@@ -77,21 +79,30 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--pilot", choices=("nlm", "image"),
                        help="skr: where the first gradients come from (default nlm)")
     group.add_argument("--k1", type=count(1, _LARGEST), metavar="K",
-                       help="nlbayes: patches per group in stage 1 (default 60; 90 above "
+                       help="nlbayes: patches per group in stage 1 (default 120; 90 above "
                             "sigma 30 of 255)")
     group.add_argument("--k2", type=count(1, _LARGEST), metavar="K",
-                       help="nlbayes: patches per group in stage 2 (default 30; 60 from sigma "
-                            "15, 90 above 30, of 255)")
+                       help="nlbayes: patches per group in stage 2 (default 30; 45 above "
+                            "sigma 15 of 255)")
     group.add_argument("--step", type=count(1, _LARGEST), metavar="S",
                        help="nlbayes: spacing of the reference patches (default 3; 4 above "
                             "sigma 30 of 255)")
     group.add_argument("--threshold", choices=("soft", "hard"),
                        help="nlbayes: stage 1's rule on each group's covariance eigenvalues: "
                             "soft shrinks them by beta sigma^2, hard keeps those above it "
-                            "(default soft; hard above sigma 30 of 255)")
+                            "(default hard)")
     group.add_argument("--beta", type=positive, metavar="B",
-                       help="nlbayes: stage 1's threshold in units of sigma^2 (default 1; 3 "
-                            "above sigma 30 of 255)")
+                       help="nlbayes: stage 1's threshold in units of sigma^2 (default 2.5; "
+                            "2 above sigma 15, 3 above 30, of 255)")
+    group.add_argument("--flat", type=non_negative, metavar="F",
+                       help="nlbayes: a stage-1 group whose values' s.d. is at most F sigma is "
+                            "set to its mean (default 1.05; 0: never)")
+    group.add_argument("--flat2", type=non_negative, metavar="F",
+                       help="nlbayes: the same in stage 2 (default 1; 0: never)")
+    group.add_argument("--equal-weights", dest="weighted", action="store_const", const=False,
+                       help="nlbayes: average the stage-2 estimates of a pixel with equal "
+                            "weights (default: each group weighs the inverse of its estimated "
+                            "noise variance)")
     parser.add_argument("--volume", action="store_true",
                         help="a multi-page TIFF is one 3-D volume (nlm and bilateral filter "
                              "in 3-D); default: its pages are filtered one by one")

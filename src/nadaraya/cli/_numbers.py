@@ -6,7 +6,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["count", "number", "positive"]
+__all__ = ["count", "non_negative", "number", "positive"]
 
 
 def number(kind: type, text: str) -> int | float:
@@ -23,6 +23,14 @@ def positive(text: str) -> float:
     value = float(number(float, text))
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """A finite number >= 0."""
+    value = float(number(float, text))
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text}")
     return value
 
 

@@ -15,9 +15,12 @@ stage 1 a shrinkage; with ``threshold="hard"`` stage 1 keeps the group's
 principal directions whose eigenvalue exceeds ``beta sigma^2`` and drops the
 others, the hard thresholding of BM3D's first stage in the group's own
 basis), and the estimates of overlapping patches are averaged
-pixel by pixel. Stage 2 groups the patches of the stage-1 result (the pilot,
+pixel by pixel: in stage 1 with equal weights, in stage 2 (``weighted``)
+with the inverse of each group's estimated noise variance, as BM3D weighs
+its groups. Stage 2 groups the patches of the stage-1 result (the pilot,
 or oracle) and takes its covariance from them. A group whose noisy values vary
-less than ``flat * sigma`` (a flat area) is replaced by its mean in stage 1.
+less than ``flat * sigma`` (a flat area) is replaced by its mean in stage 1,
+and less than ``flat2 * sigma`` in stage 2.
 Colour images are moved to an orthonormal opponent basis (luminance and two
 differences, so the noise keeps its ``sigma``), grouped on all channels
 jointly and estimated channel by channel, as NL-Bayes does in YUV.
@@ -68,8 +71,8 @@ def _starts(size: int, patch: int, step: int) -> torch.Tensor:
 
 
 def _filter_matrix(cov: torch.Tensor, sigma2: float, stage: int, beta: float,
-                   hard: bool = False) -> torch.Tensor:
-    """``V f(L) V^T`` for the eigenvalues ``L`` of ``cov`` ``(..., n, n)``."""
+                   hard: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``V f(L) V^T`` for the eigenvalues ``L`` of ``cov`` ``(..., n, n)``, and ``f(L)``."""
     lam, vec = torch.linalg.eigh(cov)
     lam = lam.clamp(min=0)
     if stage == 1 and hard:
@@ -79,18 +82,25 @@ def _filter_matrix(cov: torch.Tensor, sigma2: float, stage: int, beta: float,
                         torch.zeros_like(lam))
     else:
         f = lam / (lam + sigma2)
-    return (vec * f[..., None, :]) @ vec.transpose(-1, -2)
+    return (vec * f[..., None, :]) @ vec.transpose(-1, -2), f
 
 
 def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, stage: int,
                    patch_size: int, search_radius: int, k: int, step: int,
-                   beta: float = 1.0, flat: float = 0.0, hard: bool = False) -> torch.Tensor:
+                   beta: float = 1.0, flat: float = 0.0, hard: bool = False,
+                   weighted: bool = False) -> torch.Tensor:
     """One NL-Bayes stage on ``(c, H, W)`` tensors; returns the ``(c, H, W)`` estimate.
 
     ``pilot`` is what the groups are searched on (the noisy image itself in
     stage 1, the stage-1 result in stage 2); ``noisy`` is what is estimated.
     ``k`` is clipped to the smallest number of candidates any reference has;
-    ``hard`` selects stage 1's hard threshold.
+    ``hard`` selects stage 1's hard threshold; ``flat`` sets a group whose
+    noisy values' standard deviation is at most ``flat * sigma`` to its mean
+    (0: never). With ``weighted`` each group's patches are aggregated with the
+    weight ``1 / (mean(f^2) + 1 / k)``, ``f`` the filter's factors on the
+    group's principal directions (all channels): the inverse of the
+    estimate's noise variance in units of ``sigma^2`` per pixel, as BM3D
+    weighs its groups.
     """
     c, height, width = noisy.shape
     p = patch_size
@@ -127,17 +137,23 @@ def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, st
             basis = pg - pg.mean(1, keepdim=True)
         b = basis.permute(0, 2, 1, 3)  # (m, c, k, n)
         cov = b.transpose(-1, -2) @ b / max(k - 1, 1)
-        filt = _filter_matrix(cov, sigma2, stage, beta, hard)
+        filt, factors = _filter_matrix(cov, sigma2, stage, beta, hard)
         est = (centred.permute(0, 2, 1, 3) @ filt).permute(0, 2, 1, 3) + mean
-        if stage == 1 and flat > 0:
+        if flat > 0:
             spread = group.permute(0, 2, 1, 3).reshape(len(members), c, -1).var(-1, unbiased=False)
             level = group.mean((1, 3))  # (m, c)
             is_flat = (spread <= (flat * flat) * sigma2)[:, None, :, None]
             est = torch.where(is_flat, level[:, None, :, None].expand_as(est), est)
         mr, mc = members // pcols, members % pcols
         pix = ((mr * width + mc)[..., None] + inner).reshape(-1)  # (m * k * n,)
+        if weighted:
+            weight = 1.0 / (factors.pow(2).mean((-1, -2)) + 1.0 / k)  # (m,)
+            est = est * weight[:, None, None, None]
+            ones = weight[:, None].expand(-1, members.shape[1] * n).reshape(-1)
+        else:
+            ones = torch.ones_like(pix, dtype=noisy.dtype)
         num.index_add_(1, pix, est.permute(2, 0, 1, 3).reshape(c, -1))
-        den.index_add_(0, pix, torch.ones_like(pix, dtype=noisy.dtype))
+        den.index_add_(0, pix, ones)
     return (num / den).reshape(c, height, width)
 
 
@@ -152,7 +168,7 @@ def _count(value: Any, name: str, least: int, odd: bool = False) -> int:
 def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: int = 10,
              k1: int = 60, k2: int = 30, step: int = 3, patch_size2: int | None = None,
              beta: float = 1.0, flat: float = 1.05, threshold: str = "soft",
-             channel_axis: int | None = -1,
+             flat2: float = 1.0, weighted: bool = True, channel_axis: int | None = -1,
              batch_axis: int | None = None) -> Any:
     """Denoise with non-local Bayes: two stages of Wiener estimates over patch groups.
 
@@ -193,7 +209,17 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
         ``"soft"`` scales each direction by ``(l - beta sigma^2)_+ / l`` (the
         paper's); ``"hard"`` keeps a direction whole when ``l > beta
         sigma^2`` and drops it otherwise, which keeps the edges of regular
-        textures sharper (``denoise`` uses it with ``beta = 3``).
+        textures sharper (``denoise`` uses it, with ``beta`` from 2 to 3).
+    flat2 : float, default 1.0
+        The same rule in stage 2 (on the noisy values of the group found on
+        the stage-1 estimate), at ``flat2 * sigma``; 0 turns it off.
+    weighted : bool, default True
+        Aggregate the stage-2 estimates of the patches of each group with
+        the weight ``1 / (mean(f^2) + 1 / k2)``, where ``f`` are the Wiener
+        factors ``l / (l + sigma^2)`` on the group's principal directions:
+        the inverse of the estimate's noise variance, as BM3D weighs its
+        groups. False: every estimate of a pixel counts the same (the
+        paper's).
     channel_axis : int or None, default -1
         The axis of the channels; a 2-D image is gray whatever it says.
         Three channels are filtered in an opponent colour basis.
@@ -231,13 +257,18 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
     beta = check_positive(beta, "beta", "Pass e.g. 1.0.")
     if threshold not in ("soft", "hard"):
         raise NadarayaError(f"threshold must be 'soft' or 'hard'; got {threshold!r}.")
-    if not (isinstance(flat, int | float) and math.isfinite(flat) and flat >= 0):
-        raise NadarayaError(f"flat must be a finite number >= 0; got {flat!r}. Pass 0 to "
-                            "turn the flat-area rule off.")
+    for name, value in (("flat", flat), ("flat2", flat2)):
+        if isinstance(value, bool) or not (isinstance(value, int | float)
+                                           and math.isfinite(value) and value >= 0):
+            raise NadarayaError(f"{name} must be a finite number >= 0; got {value!r}. Pass 0 "
+                                "to turn the flat-area rule off.")
+    if not isinstance(weighted, bool):
+        raise NadarayaError(f"weighted must be True or False; got {weighted!r}.")
     if needs_layout(image, channel_axis, batch_axis):
         return apply_layout(image, channel_axis, batch_axis, lambda x: nl_bayes(
             x, sigma, patch_size=p1, search_radius=radius, k1=k1, k2=k2, step=step,
-            patch_size2=p2, beta=beta, flat=flat, threshold=threshold), what="non-local Bayes")
+            patch_size2=p2, beta=beta, flat=flat, threshold=threshold, flat2=flat2,
+            weighted=weighted), what="non-local Bayes")
     img = as_image(image)
     if max(p1, p2) > min(img.shape):
         raise NadarayaError(f"patch_size {max(p1, p2)} is larger than the image {img.shape}; "
@@ -249,7 +280,7 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
     basic = nl_bayes_stage(data, data, sigma, stage=1, patch_size=p1, search_radius=radius,
                            k=k1, step=step, beta=beta, flat=flat, hard=threshold == "hard")
     out = nl_bayes_stage(data, basic, sigma, stage=2, patch_size=p2, search_radius=radius,
-                         k=k2, step=step)
+                         k=k2, step=step, flat=flat2, weighted=weighted)
     if basis is not None:
         out = torch.einsum("ji,jhw->ihw", basis, out)
     return img.back(out)
