@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from _machine import header
 from nadaraya.image import denoise
 
 IMAGES = ("camera", "astronaut", "coffee", "chelsea", "brick", "grass")
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         pass
     rows = []
+    print(header(("nadaraya", "torch", "bm3d", "scikit-image", "opencv-python-headless")))
     print(f"{'image':10} {'shape':>13} {'sigma':>5}  {'method':20} {'PSNR':>6} {'SSIM':>6} "
           f"{'s':>7} {'dB-BM3D':>8} {'t/BM3D':>7}")
     for name in args.images:

@@ -85,7 +85,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                        help="nlbayes: patches per group in stage 2 (default 30; 45 above "
                             "sigma 15 of 255)")
     group.add_argument("--step", type=count(1, _LARGEST), metavar="S",
-                       help="nlbayes: spacing of the reference patches (default 3; 4 above "
+                       help="nlbayes: spacing of the reference patches (default 4; 5 above "
                             "sigma 30 of 255)")
     group.add_argument("--threshold", choices=("soft", "hard"),
                        help="nlbayes: stage 1's rule on each group's covariance eigenvalues: "
