@@ -286,9 +286,10 @@ def report_trace(X: np.ndarray, y: np.ndarray, t_ours: float, res: dict[str, Any
     if trace is None:
         return
     k = min(len(trace), len(evals))
-    agree = max(float(np.max(np.abs(evals[i][1] - trace[i][0]) / np.abs(evals[i][1])))
-                for i in range(k))
-    scores = max(abs(evals[i][2] - trace[i][1]) / abs(evals[i][2]) for i in range(k))
+    tiny = np.finfo(float).tiny  # a zero bandwidth or score compares absolutely
+    agree = max(float(np.max(np.abs(evals[i][1] - trace[i][0])
+                             / np.maximum(np.abs(evals[i][1]), tiny))) for i in range(k))
+    scores = max(abs(evals[i][2] - trace[i][1]) / max(abs(evals[i][2]), tiny) for i in range(k))
     values = np.array([v for _, v in trace])
     h_sm = trace[int(np.nanargmin(values))][0]
     cv_sm = float(np.nanmin(values))
