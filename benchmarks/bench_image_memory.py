@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from _machine import header
 from _peak import peak_of, run_child
 
 SIGMA = 25.0
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(child(args.child, args.size, args.budget)))
         return
     pixels = args.size * args.size
+    print(header(("nadaraya", "torch", "scikit-image", "opencv-python-headless")))
     print(f"peak memory above the baseline, {args.size} x {args.size} gray uint8, "
           f"budget {args.budget:g} MiB (ours)")
     print(f"{'case':<12} {'peak MiB':>9} {'B/pixel':>8} {'at 8000^2 MiB':>14} {'seconds':>8}")
