@@ -99,10 +99,12 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
         # thresholds hard, keeping the principal directions above beta sigma^2, and takes
         # its groups from a window of radius 14. Chosen on 256 x 256 crops of camera,
         # astronaut, coffee, brick and grass against BM3D (benchmarks/bench_denoiser.py
-        # --crop 256): at sigma 10 the hard rule gains up to 0.5 dB over the paper's soft
-        # one on four of them, and groups of 45 in stage 2 above sigma 15 gain 0.1-0.3 dB
-        # over 60 or 90 on all but brick. References every 4 pixels rather than 3 take
-        # half the time for 0.01-0.06 dB; above sigma 30, every 5 lose nothing
+        # --crop 256): at sigma 10 and 25 the hard rule gains up to 0.25 dB over the
+        # paper's soft one (camera at sigma 10 loses 0.09); stage-2 groups of 45 gain up
+        # to 0.06 dB over 60 at sigma 25 (brick loses 0.09) and up to 0.28 over 90 at
+        # sigma 50. References every 4 pixels rather than 3 take half the time for
+        # 0.01-0.06 dB; above sigma 30, every 5 take two thirds of it for 0.02-0.09 dB
+        # on the full images
         if s255 <= 15.0:
             return {"sigma": sigma, "patch_size": 5, "k1": 120, "k2": 30, "step": 4,
                     "search_radius": 14, "threshold": "hard", "beta": 2.5}
