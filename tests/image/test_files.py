@@ -304,6 +304,10 @@ def test_cli_refuses_another_methods_option(tmp_path: Path, rng: np.random.Gener
                  "--patch-size", "5"]) == 1
     assert "--patch-size is a parameter of --method nlm" in capsys.readouterr().err
     assert not (tmp_path / "o.png").exists()
+    assert main(["denoise", str(source), str(tmp_path / "o.png"), "--method", "nlm",
+                 "--equal-weights"]) == 1
+    assert "--equal-weights is a parameter of --method nlbayes" in capsys.readouterr().err
+    assert not (tmp_path / "o.png").exists()
     for bad in (["--patch-size", "4"], ["--search-radius", "-1"], ["--order", "3"],
                 ["--sigma-color", "0"], ["--threshold", "firm"], ["--beta", "0"],
                 ["--flat2", "-1"], ["--flat", "nan"]):

@@ -42,6 +42,8 @@ _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "flat2": ("flat2", ("nlbayes",)),
     "weighted": ("weighted", ("nlbayes",)),
 }
+# options whose flag is not "--" + dest with dashes
+_FLAGS = {"weighted": "--equal-weights"}
 
 
 #: The largest window radius or patch side the options take (a window of that radius
@@ -124,7 +126,7 @@ def method_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if value is None:
             continue
         if args.method not in methods:
-            option = "--" + dest.replace("_", "-")
+            option = _FLAGS.get(dest, "--" + dest.replace("_", "-"))
             raise NadarayaError(f"{option} is a parameter of --method {' or '.join(methods)}, "
                                 f"not of {args.method}; leave it out or change --method.")
         out[name] = value
