@@ -20,17 +20,19 @@ def number(kind: type, text: str) -> int | float:
 
 def positive(text: str) -> float:
     """A finite number > 0."""
-    value = float(number(float, text))
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
-    return value
+    return _finite(text, zero=False)
 
 
 def non_negative(text: str) -> float:
     """A finite number >= 0."""
+    return _finite(text, zero=True)
+
+
+def _finite(text: str, zero: bool) -> float:
     value = float(number(float, text))
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text}")
+    if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number {'>=' if zero else '>'} 0; got {text}")
     return value
 
 

@@ -21,7 +21,7 @@ from .._errors import NadarayaError
 if TYPE_CHECKING:
     from ..engine.grid import Block
 
-__all__ = ["Image", "as_image", "check_positive", "data_range_of"]
+__all__ = ["Image", "as_image", "check_non_negative", "check_positive", "data_range_of"]
 
 
 @dataclass
@@ -201,12 +201,22 @@ def _check_finite(data: torch.Tensor, name: str) -> None:
 
 def check_positive(value: Any, name: str, fix: str = "") -> float:
     """A finite number > 0, or a NadarayaError naming ``name``."""
+    return _check_number(value, name, fix, zero=False)
+
+
+def check_non_negative(value: Any, name: str, fix: str = "") -> float:
+    """A finite number >= 0, or a NadarayaError naming ``name``."""
+    return _check_number(value, name, fix, zero=True)
+
+
+def _check_number(value: Any, name: str, fix: str, zero: bool) -> float:
+    what = "a finite number >= 0" if zero else "a positive number"
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise NadarayaError(f"{name} must be a positive number; got {value!r}. {fix}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise NadarayaError(f"{name} must be a positive number; got {value!r}. {fix}".rstrip())
+        raise NadarayaError(f"{name} must be {what}; got {value!r}. {fix}".rstrip()) from None
+    if isinstance(value, bool) or not (math.isfinite(v) and (v >= 0 if zero else v > 0)):
+        raise NadarayaError(f"{name} must be {what}; got {value!r}. {fix}".rstrip())
     return v
 
 

@@ -41,7 +41,7 @@ import torch
 from .._config import block_elements
 from .._errors import NadarayaError
 from ..engine.grid import nearest_patches
-from ._image import as_image, check_positive
+from ._image import as_image, check_non_negative, check_positive
 from ._layout import apply_layout, needs_layout
 
 __all__ = ["nl_bayes", "nl_bayes_stage"]
@@ -149,11 +149,11 @@ def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, st
         if weighted:
             weight = 1.0 / (factors.pow(2).mean((-1, -2)) + 1.0 / k)  # (m,)
             est = est * weight[:, None, None, None]
-            ones = weight[:, None].expand(-1, members.shape[1] * n).reshape(-1)
+            mass = weight[:, None].expand(-1, members.shape[1] * n).reshape(-1)
         else:
-            ones = torch.ones_like(pix, dtype=noisy.dtype)
+            mass = torch.ones_like(pix, dtype=noisy.dtype)
         num.index_add_(1, pix, est.permute(2, 0, 1, 3).reshape(c, -1))
-        den.index_add_(0, pix, ones)
+        den.index_add_(0, pix, mass)
     return (num / den).reshape(c, height, width)
 
 
@@ -257,11 +257,8 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
     beta = check_positive(beta, "beta", "Pass e.g. 1.0.")
     if threshold not in ("soft", "hard"):
         raise NadarayaError(f"threshold must be 'soft' or 'hard'; got {threshold!r}.")
-    for name, value in (("flat", flat), ("flat2", flat2)):
-        if isinstance(value, bool) or not (isinstance(value, int | float)
-                                           and math.isfinite(value) and value >= 0):
-            raise NadarayaError(f"{name} must be a finite number >= 0; got {value!r}. Pass 0 "
-                                "to turn the flat-area rule off.")
+    flat = check_non_negative(flat, "flat", "Pass 0 to turn the flat-area rule off.")
+    flat2 = check_non_negative(flat2, "flat2", "Pass 0 to turn the flat-area rule off.")
     if not isinstance(weighted, bool):
         raise NadarayaError(f"weighted must be True or False; got {weighted!r}.")
     if needs_layout(image, channel_axis, batch_axis):
