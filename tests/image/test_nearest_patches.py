@@ -107,6 +107,37 @@ def test_tiled_equals_untiled():
     assert torch.equal(nearest_patches(f32, 5, 4, 12)[0], tiled32[0])
 
 
+def test_interior_grid_and_scattered_references_with_channels():
+    img = np.random.default_rng(6).standard_normal((3, 40, 45))
+    # a grid of references away from the borders: their box and its halo lie inside
+    rr, cc = np.meshgrid(np.arange(12, 25, 3), np.arange(10, 31, 4), indexing="ij")
+    _check(img, 4, 5, 20, references=np.stack([rr.ravel(), cc.ravel()], 1).tolist())
+    # a few references far apart: each candidate's patch is gathered instead
+    _check(img, 4, 3, 8, references=[[0, 0], [36, 41], [20, 3], [5, 30]])
+
+
+def test_the_two_ways_of_forming_distances_agree_exactly():
+    # float32: a different order of summation would change the last bits
+    img = torch.from_numpy(np.random.default_rng(7).standard_normal((2, 40, 41)))
+    img = img.to(torch.float32)
+    whole = nearest_patches(img, 3, 3, 49)  # a grid of references: offset by offset
+    refs = torch.tensor([[0, 0], [37, 38], [20, 5], [3, 33], [30, 17]])
+    apart = nearest_patches(img, 3, 3, 49, references=refs)  # candidates gathered
+    pos = refs[:, 0] * 39 + refs[:, 1]
+    assert torch.equal(apart[0], whole[0][pos]) and torch.equal(apart[1], whole[1][pos])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_narrow_floats_keep_the_order_of_ties(dtype):
+    # small integers: the distances are exact, with many equal ones
+    img = np.random.default_rng(8).integers(0, 3, (2, 9, 11)).astype(np.float64)
+    idx, dist = nearest_patches(torch.from_numpy(img).to(dtype), 2, 3, 30)
+    want_idx, want_dist = _naive(img, 2, 3, 30)
+    assert dist.dtype == dtype
+    np.testing.assert_array_equal(idx.numpy(), want_idx)
+    np.testing.assert_array_equal(dist.to(torch.float64).numpy(), want_dist)
+
+
 def test_integers_and_arrays_are_compared_in_float64():
     img = np.random.default_rng(5).integers(0, 256, (12, 10), dtype=np.uint8)
     idx, dist = nearest_patches(img, 3, 2, 5)

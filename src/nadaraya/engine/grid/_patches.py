@@ -13,10 +13,16 @@ it is always its own nearest);
 :func:`nearest_patches` gives the ``k`` nearest, the k-nearest mask over patch
 vectors that non-local Bayes and block-matching filters group by.
 
-The candidates are compared by gathering them from a strided view of the
-image, a chunk of references at a time, the chunk sized so that its
-gathered patches stay within the working-memory budget
-(:func:`nadaraya.config_context`); the results do not depend on the chunk.
+The distances are formed a chunk of references at a time, offset by offset:
+for each offset ``(dy, dx)``, the squared differences between the pixels of
+the references' bounding box and the pixels ``(dy, dx)`` away, summed over
+the channels, then over ``patch`` rows at the references' rows, then over
+``patch`` columns at their columns (plain sums, not running sums, which
+cancel in float32). A chunk of scattered references, whose bounding box
+would cost more, gathers its candidates from a strided view of the image
+instead and sums in the same order, so both give the same numbers. The
+chunks and the batches of offsets stay within the working-memory budget
+(:func:`nadaraya.config_context`); the results do not depend on them.
 """
 
 from __future__ import annotations
@@ -31,10 +37,15 @@ from ..._errors import NadarayaError
 
 __all__ = ["nearest_patches"]
 
-# Numbers held per reference and candidate besides the gathered patch (whose difference
-# and square are formed in place): the distance, the sort's values and int64 indices, the
-# candidates' rows, columns and validity (int64 counted as two float32 numbers).
-_EXTRA = 12
+# Numbers held per reference and candidate: the distance, the sort's int64 keys and
+# indices, the validity and a copy of the distances (int64 counted as two float32 numbers).
+_EXTRA = 8
+# The cost of a loop's step (a dozen calls), in numbers formed by contiguous operations;
+# how many such numbers one gathered number costs; and the numbers formed per batch of
+# offset rows that keep the batch in cache.
+_STEP = 200_000
+_GATHER = 10
+_CACHE = 1 << 20
 
 
 def _count(value: Any, name: str, least: int, fix: str) -> int:
@@ -82,6 +93,153 @@ def _references(references: Any, rows: int, cols: int, device: torch.device) -> 
     return ref.to(device)
 
 
+def _sum_along(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """The sum over ``dim``, added one slice after the other in index order."""
+    if t.shape[dim] == 1:
+        return t.select(dim, 0)
+    out = t.select(dim, 0) + t.select(dim, 1)
+    for i in range(2, t.shape[dim]):
+        out += t.select(dim, i)
+    return out
+
+
+def _sum_rows(t: torch.Tensor, starts: slice | torch.Tensor, p: int) -> torch.Tensor:
+    """Sums of ``p`` consecutive rows (dimension 2) from each start, in row order; the
+    starts a slice (a strided view, no copy) or a tensor of them."""
+    if isinstance(starts, slice):
+        at = [t[:, :, starts.start + i:starts.stop + i:starts.step] for i in range(p)]
+    else:
+        at = [t.index_select(2, starts + i) for i in range(p)]
+    if p == 1:
+        return at[0]
+    out = at[0] + at[1]
+    for i in range(2, p):
+        out += at[i]
+    return out
+
+
+def _sum_columns(t: torch.Tensor, p: int) -> torch.Tensor:
+    """Sums of ``p`` consecutive columns (the last dimension) from every start."""
+    n = t.shape[-1] - p + 1
+    if p == 1:
+        return t
+    out = t[..., 0:n] + t[..., 1:n + 1]
+    for i in range(2, p):
+        out += t[..., i:i + n]
+    return out
+
+
+def _gathered(x: torch.Tensor, r: torch.Tensor, c: torch.Tensor, p: int, w: int,
+              room: int) -> torch.Tensor:
+    """Distances ``(n_references, (2 w + 1)^2)`` by gathering every candidate patch.
+
+    The sums run in the order of :func:`_by_offsets` (channels, then the patch's rows,
+    then its columns), so both give the same numbers.
+    """
+    channels = x.shape[0]
+    rows, cols = x.shape[1] - p + 1, x.shape[2] - p + 1
+    view = x.unfold(1, p, 1).unfold(2, p, 1).permute(1, 2, 0, 3, 4)  # no copy
+    reach = torch.arange(-w, w + 1, device=x.device)
+    n_off = len(reach) ** 2
+    dy, dx = reach.repeat_interleave(len(reach)), reach.repeat(len(reach))
+    out = x.new_empty(len(r), n_off)
+    step = max(1, room // (n_off * channels * p * p))
+    for s in range(0, len(r), step):
+        r0, c0 = r[s:s + step], c[s:s + step]
+        cr = (r0[:, None] + dy).clamp_(0, rows - 1)
+        cc = (c0[:, None] + dx).clamp_(0, cols - 1)
+        diff = view[cr, cc].sub_(view[r0, c0][:, None]).square_()  # (m, n_off, ch, p, p)
+        out[s:s + step] = _sum_along(_sum_along(_sum_along(diff, 2), 2), 2)
+    return out
+
+
+def _by_offsets(x: torch.Tensor, r: torch.Tensor, c: torch.Tensor, p: int, w: int,
+                box: tuple[int, int, int, int], batch: int) -> torch.Tensor:
+    """Distances ``(n_references, (2 w + 1)^2)`` one row of offsets ``dy`` at a time.
+
+    For an offset ``(dy, dx)`` the squared differences of each pixel of the
+    references' bounding ``box`` (top, left, height, width) and the pixel
+    ``(dy, dx)`` from it, summed over the channels, are summed over ``p`` rows
+    at the references' rows, then over ``p`` columns at their columns.
+    """
+    channels, height, width = x.shape
+    top, left, hb, wb = box
+    span = 2 * w + 1
+    # the box and its halo of w pixels; pixels outside the image only reach invalid
+    # candidates
+    if top >= w and left >= w and top + hb + w <= height and left + wb + w <= width:
+        halo = x[:, top - w:top + hb + w, left - w:left + wb + w]
+    else:
+        halo = x.new_zeros(channels, hb + 2 * w, wb + 2 * w)
+        r0, r1 = max(top - w, 0), min(top + hb + w, height)
+        c0, c1 = max(left - w, 0), min(left + wb + w, width)
+        halo[:, r0 - top + w:r1 - top + w, c0 - left + w:c1 - left + w] = x[:, r0:r1, c0:c1]
+    here = halo[:, None, None, w:w + hb, w:w + wb]
+    ur, row_of = torch.unique(r - top, return_inverse=True)
+    at = row_of * (wb - p + 1) + c - left
+    step = int(ur[1] - ur[0]) if len(ur) > 1 else 1
+    even = bool((ur == ur[0] + step * torch.arange(len(ur), device=ur.device)).all())
+    starts = slice(int(ur[0]), int(ur[-1]) + 1, step) if even else ur
+    out = x.new_empty(len(r), span, span)
+    buf = x.new_empty(channels, min(batch, span), span, hb, wb)
+    for a in range(0, span, batch):
+        b = min(batch, span - a)
+        # (channels, dy, dx, row, column): halo[ch, a + dy + row, dx + column]
+        there = halo[:, a:a + b + hb - 1].unfold(1, hb, 1).unfold(2, wb, 1)
+        diff = torch.sub(there, here, out=buf[:, :b]).square_()
+        sums = _sum_columns(_sum_rows(_sum_along(diff, 0), starts, p), p)
+        out[:, a:a + b] = sums.reshape(b, span, -1).index_select(2, at).permute(2, 0, 1)
+    return out.reshape(len(r), span * span)
+
+
+def _distances(x: torch.Tensor, r: torch.Tensor, c: torch.Tensor, p: int, w: int,
+               room: int) -> torch.Tensor:
+    """Distances ``(n_references, (2 w + 1)^2)`` to the candidates at offsets ``(dy, dx)``
+    in row-major order, by offsets or by gathering, whichever costs less."""
+    channels = x.shape[0]
+    span = 2 * w + 1
+    top, left = int(r.min()), int(c.min())
+    hb, wb = int(r.max()) - top + p, int(c.max()) - left + p
+    n_rows = len(torch.unique(r))
+    # numbers formed per offset row dy: the differences, the row sums and the column sums
+    per_dy = span * (channels * hb * wb + 2 * n_rows * wb + len(r))
+    batch = max(1, min(room, _CACHE) // per_dy)
+    cost = span * per_dy + -(-span // batch) * _STEP
+    if per_dy <= room and cost <= _GATHER * len(r) * span * span * channels * p * p + _STEP:
+        return _by_offsets(x, r, c, p, w, (top, left, hb, wb), batch)
+    return _gathered(x, r, c, p, w, room)
+
+
+def _first(dist: torch.Tensor, keep: int) -> torch.Tensor:
+    """The columns of the ``keep`` least distances of each row, least first, equal ones
+    in column order, except the centre column (the reference itself) always first:
+    the order of a stable sort.
+
+    Distances of at most 32 bits go to ``topk`` with a key unique to each column that
+    orders as the stable sort does: the distance's bits (non-negative floats order as
+    their bits do), then the column. Wider ones take every column below the
+    ``keep``-th least value and the first columns equal to it, which are the columns
+    the stable sort keeps, then sort only those.
+    """
+    m, n = dist.shape
+    centre = n // 2
+    columns = torch.arange(n, device=dist.device)
+    if dist.element_size() <= 4:
+        bits = dist.view(torch.int32 if dist.element_size() == 4 else torch.int16)
+        key = bits.to(torch.int64).mul_(n).add_(columns)
+        key[:, centre] = -1
+        return torch.topk(key, keep, dim=1, largest=False, sorted=True).indices
+    first = dist.clone()
+    first[:, centre] = -1.0
+    if 2 * keep > n:
+        return torch.sort(first, dim=1, stable=True).indices[:, :keep]
+    last = torch.topk(first, keep, dim=1, largest=False, sorted=False).values.amax(1, True)
+    below, equal = first < last, first == last
+    chosen = below | (equal & (equal.cumsum(1) <= keep - below.sum(1, keepdim=True)))
+    kept = chosen.nonzero()[:, 1].view(m, keep)  # exactly keep a row, in column order
+    return kept.gather(1, torch.sort(first.gather(1, kept), dim=1, stable=True).indices)
+
+
 def nearest_patches(image: Any, patch: int, window: int, k: int, *,
                     references: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` nearest patches of each reference patch within its search window.
@@ -122,10 +280,13 @@ def nearest_patches(image: Any, patch: int, window: int, k: int, *,
 
     Notes
     -----
-    Each reference is compared with its ``(2 window + 1)^2`` candidates at
-    ``patch^2 * channels`` numbers each, a chunk of references at a time
-    within the working-memory budget; the chunking does not change the
-    result.
+    Each reference has ``(2 window + 1)^2`` candidates. Their distances are
+    formed offset by offset over the bounding box of a chunk of references
+    (about ``channels + 2 patch / step`` numbers per pixel of the box and
+    offset for references on a grid of step ``step``), or, for scattered
+    references, from the ``patch^2 * channels`` numbers of each candidate, in
+    the same order of summation; the chunks stay within the working-memory
+    budget and do not change the result.
 
     Examples
     --------
@@ -138,7 +299,7 @@ def nearest_patches(image: Any, patch: int, window: int, k: int, *,
     ([[0, 1]], [[0.0, 50.0]])
     """
     x = _as_image(image)
-    channels, height, width = x.shape
+    height, width = x.shape[1:]
     side = min(height, width)
     p = _count(patch, "patch", 1, f"Pass a side of at most {side} (the image's smaller side).")
     if p > side:
@@ -153,37 +314,24 @@ def nearest_patches(image: Any, patch: int, window: int, k: int, *,
     distances = torch.full((m, k), math.inf, dtype=x.dtype, device=x.device)
     if m == 0:
         return indices, distances
-    # every patch as a view (rows, cols, channels, patch * patch) of the image: no copy
-    view = x.unfold(1, p, 1).unfold(2, p, 1).permute(1, 2, 0, 3, 4)
     w = min(w, max(rows, cols) - 1)  # a larger reach finds no more patches
-    dy, dx = torch.meshgrid(torch.arange(-w, w + 1, device=x.device),
-                            torch.arange(-w, w + 1, device=x.device), indexing="ij")
-    # the candidates: the reference itself, then the others in row-major order (their
-    # positions increase)
-    dy, dx = dy.flatten(), dx.flatten()
-    centre = (2 * w + 1) * w + w
-    first = torch.cat([torch.tensor([centre]), torch.arange(centre),
-                       torch.arange(centre + 1, dy.numel())]).to(x.device)
-    dy, dx = dy[first], dx[first]
-    n_off = dy.numel()
+    span = 2 * w + 1
+    n_off = span * span
     keep = min(k, n_off)
-    per_ref = n_off * (channels * p * p + _EXTRA)
-    chunk = max(1, block_elements(x.element_size(), 1) // per_ref)
+    room = block_elements(x.element_size(), 2)  # half the budget: the distances, half: sums
+    chunk = max(1, room // (n_off * _EXTRA))
+    reach = torch.arange(-w, w + 1, device=x.device)
     for s in range(0, m, chunk):
-        r0, c0 = ref[s:s + chunk, 0], ref[s:s + chunk, 1]
-        cr, cc = r0[:, None] + dy, c0[:, None] + dx  # (chunk, n_off)
-        valid = (cr >= 0) & (cr < rows) & (cc >= 0) & (cc < cols)
-        cr, cc = cr.clamp(0, rows - 1), cc.clamp(0, cols - 1)
-        here = view[r0, c0].reshape(len(r0), 1, channels, p * p)
-        diff = view[cr, cc].reshape(len(r0), n_off, channels, p * p)
-        dist = diff.sub_(here).square_().sum((-1, -2))
-        del diff
-        dist.masked_fill_(~valid, math.inf)
-        # a stable sort: equal distances keep the candidates' order
-        order = torch.sort(dist, dim=1, stable=True).indices[:, :keep]
-        found = torch.gather(valid, 1, order)
-        pos = torch.gather(cr * cols + cc, 1, order)
+        r, c = ref[s:s + chunk, 0], ref[s:s + chunk, 1]
+        dist = _distances(x, r, c, p, w, room)
+        valid_r = ((r[:, None] + reach) >= 0) & ((r[:, None] + reach) < rows)
+        valid_c = ((c[:, None] + reach) >= 0) & ((c[:, None] + reach) < cols)
+        dist.masked_fill_(~(valid_r[:, :, None] & valid_c[:, None, :]).reshape(len(r), n_off),
+                          math.inf)
+        order = _first(dist, keep)
+        ar, ac = torch.div(order, span, rounding_mode="floor"), order % span
+        found = valid_r.gather(1, ar) & valid_c.gather(1, ac)
+        pos = (r[:, None] + ar - w) * cols + c[:, None] + ac - w
         indices[s:s + chunk, :keep] = pos.masked_fill_(~found, -1)
-        distances[s:s + chunk, :keep] = torch.gather(dist, 1, order).masked_fill_(~found,
-                                                                                 math.inf)
+        distances[s:s + chunk, :keep] = dist.gather(1, order).masked_fill_(~found, math.inf)
     return indices, distances
