@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -283,6 +284,12 @@ def _noisy_file(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, np.ndar
      {"threshold": "soft", "beta": 1.5, "k1": 20, "k2": 10, "step": 2, "search_radius": 4}),
     ("nlbayes", ["--flat", "0", "--flat2", "1.5", "--equal-weights", "--search-radius", "4"],
      {"flat": 0.0, "flat2": 1.5, "weighted": False, "search_radius": 4}),
+    ("nlbayes", ["--pilot", "transform", "--patch-size2", "3", "5", "--transform-patch-size",
+                 "6", "--transform-k", "8", "--transform-lambda", "3", "--search-radius", "4"],
+     {"pilot": "transform", "patch_size2": (3, 5), "transform_patch_size": 6,
+      "transform_k": 8, "transform_lambda": 3.0, "search_radius": 4}),
+    ("nlbayes", ["--pilot", "bayes", "--patch-size2", "3", "--search-radius", "4"],
+     {"pilot": "bayes", "patch_size2": 3, "search_radius": 4}),
 ])
 def test_cli_method_parameters(tmp_path: Path, rng: np.random.Generator, method: str,
                                options: list[str], params: dict,
@@ -294,7 +301,9 @@ def test_cli_method_parameters(tmp_path: Path, rng: np.random.Generator, method:
                                   denoise(noisy, method, 15.0, **params))
     out = capsys.readouterr().out
     for name, value in params.items():
-        assert (f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}") in out
+        shown = (f"{value:.4g}" if isinstance(value, float) else
+                 " ".join(map(str, value)) if isinstance(value, tuple) else str(value))
+        assert re.search(rf"\b{name} {re.escape(shown)}[,;]", out), (name, shown, out)
 
 
 def test_cli_refuses_another_methods_option(tmp_path: Path, rng: np.random.Generator,
@@ -308,9 +317,18 @@ def test_cli_refuses_another_methods_option(tmp_path: Path, rng: np.random.Gener
                  "--equal-weights"]) == 1
     assert "--equal-weights is a parameter of --method nlbayes" in capsys.readouterr().err
     assert not (tmp_path / "o.png").exists()
+    for method, pilot, allowed in (("skr", "both", "nlm, image"),
+                                   ("nlbayes", "nlm", "bayes, transform, both")):
+        assert main(["denoise", str(source), str(tmp_path / "o.png"), "--method", method,
+                     "--pilot", pilot]) == 1
+        assert f"--pilot for --method {method} is one of {allowed}; got {pilot}" in (
+            capsys.readouterr().err)
+        assert not (tmp_path / "o.png").exists()
     for bad in (["--patch-size", "4"], ["--search-radius", "-1"], ["--order", "3"],
                 ["--sigma-color", "0"], ["--threshold", "firm"], ["--beta", "0"],
-                ["--flat2", "-1"], ["--flat", "nan"]):
+                ["--flat2", "-1"], ["--flat", "nan"], ["--patch-size2", "4"],
+                ["--patch-size2"], ["--transform-k", "0"], ["--transform-lambda", "-2"],
+                ["--pilot", "pca"]):
         with pytest.raises(SystemExit):
             main(["denoise", str(source), str(tmp_path / "o.png"), *bad])
 

@@ -34,6 +34,7 @@ def _stage(noisy: np.ndarray, pilot: np.ndarray, sigma: float, stage: int, p: in
     """
     height, width, c = noisy.shape
     k = min(k, (min(radius, height - p) + 1) * (min(radius, width - p) + 1))
+    step = min(step, p)
     num = np.zeros_like(noisy)
     den = np.zeros((height, width))
     s2 = sigma * sigma
@@ -78,12 +79,61 @@ def _stage(noisy: np.ndarray, pilot: np.ndarray, sigma: float, stage: int, p: in
     return num / den[..., None]
 
 
+def _transform_stage(noisy: np.ndarray, sigma: float, p: int, radius: int, k: int,
+                     step: int, lam: float) -> np.ndarray:
+    """Collaborative hard thresholding on (H, W, c), one reference patch at a time.
+
+    Each group ``(k, p, p)`` per channel goes through SciPy's orthonormal 3-D
+    DCT; coefficients of magnitude at most ``lam * sigma`` are dropped (the
+    first always kept); each group weighs ``1 / (coefficients kept)``.
+    """
+    from scipy.fft import dctn, idctn
+
+    height, width, c = noisy.shape
+    k = min(k, (min(radius, height - p) + 1) * (min(radius, width - p) + 1))
+    step = min(step, p)
+    num = np.zeros_like(noisy)
+    den = np.zeros((height, width))
+    for i in _starts(height, p, step):
+        for j in _starts(width, p, step):
+            ref = noisy[i:i + p, j:j + p]
+            cands = []
+            for r in range(max(0, i - radius), min(height - p, i + radius) + 1):
+                for q in range(max(0, j - radius), min(width - p, j + radius) + 1):
+                    cands.append((float(((noisy[r:r + p, q:q + p] - ref) ** 2).sum()), r, q))
+            cands.sort()
+            members = [(r, q) for _, r, q in cands[:k]]
+            group = np.stack([noisy[r:r + p, q:q + p] for r, q in members])  # (k, p, p, c)
+            est = np.empty_like(group)
+            kept = 0
+            for ch in range(c):
+                coef = dctn(group[..., ch], norm="ortho")
+                keep = np.abs(coef) > lam * sigma
+                keep[0, 0, 0] = True
+                kept += int(keep.sum())
+                est[..., ch] = idctn(coef * keep, norm="ortho")
+            for (r, q), e in zip(members, est, strict=True):
+                num[r:r + p, q:q + p] += e / kept
+                den[r:r + p, q:q + p] += 1.0 / kept
+    return num / den[..., None]
+
+
 def _naive(noisy: np.ndarray, sigma: float, p: int, radius: int, k1: int, k2: int,
            step: int, flat: float, beta: float = 1.0, hard: bool = False,
-           flat2: float = 1.0, weighted: bool = True) -> np.ndarray:
+           flat2: float = 1.0, weighted: bool = True, pilot: str = "bayes",
+           transform: tuple[int, int, float] = (8, 16, 2.7),
+           p2: tuple[int, ...] | None = None) -> np.ndarray:
     x = noisy[..., None] if noisy.ndim == 2 else noisy
-    basic = _stage(x, x, sigma, 1, p, radius, k1, step, beta=beta, flat=flat, hard=hard)
-    out = _stage(x, basic, sigma, 2, p, radius, k2, step, flat=flat2, weighted=weighted)
+    stages = []
+    if pilot != "transform":
+        stages.append(_stage(x, x, sigma, 1, p, radius, k1, step, beta=beta, flat=flat,
+                             hard=hard))
+    if pilot != "bayes":
+        stages.append(_transform_stage(x, sigma, transform[0], radius, transform[1], step,
+                                       transform[2]))
+    basic = sum(stages) / len(stages)
+    out = sum(_stage(x, basic, sigma, 2, size, radius, k2, step, flat=flat2, weighted=weighted)
+              for size in (p2 or (p,))) / len(p2 or (p,))
     return out[..., 0] if noisy.ndim == 2 else out
 
 
@@ -132,6 +182,71 @@ def test_hard_threshold_equals_naive_loop(beta):
     assert np.abs(got - soft).max() > 1e-3  # the two rules differ
 
 
+@pytest.mark.parametrize(("pilot", "transform", "p2"), [
+    ("transform", (4, 8, 2.7), None), ("both", (4, 8, 2.7), None),
+    ("both", (5, 6, 2.0), (3, 5)), ("bayes", (8, 16, 2.7), (5, 3))])
+def test_transform_pilot_and_stage_two_sizes_equal_naive_loop(pilot, transform, p2):
+    _, noisy = _noisy((20, 22), 0.1, seed=5)
+    got = nl_bayes(noisy, 0.1, patch_size=3, search_radius=3, k1=15, k2=10, step=2,
+                   pilot=pilot, transform_patch_size=transform[0], transform_k=transform[1],
+                   transform_lambda=transform[2], patch_size2=p2)
+    want = _naive(noisy, 0.1, 3, 3, 15, 10, 2, 1.05, pilot=pilot, transform=transform, p2=p2)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+    plain = nl_bayes(noisy, 0.1, patch_size=3, search_radius=3, k1=15, k2=10, step=2)
+    assert np.abs(got - plain).max() > 1e-4  # each option changes the result
+
+
+def test_a_step_larger_than_a_patch_still_estimates_every_pixel():
+    # references every 4 pixels with patches of 3 would leave pixels no group reaches
+    _, noisy = _noisy((24, 26), 0.1, seed=7)
+    got = nl_bayes(noisy, 0.1, patch_size=5, patch_size2=(3, 5), search_radius=2, k1=8,
+                   k2=6, step=4, pilot="both", transform_patch_size=2, transform_k=4)
+    assert np.isfinite(got).all()
+    want = _naive(noisy, 0.1, 5, 2, 8, 6, 4, 1.05, pilot="both", transform=(2, 4, 2.7),
+                  p2=(3, 5))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+
+
+def test_transform_pilot_in_colour_and_a_patch_larger_than_the_image():
+    _, noisy = _noisy((12, 14, 3), 0.1, seed=6)
+    s3, s2, s6 = math.sqrt(3), math.sqrt(2), math.sqrt(6)
+    basis = np.array([[1 / s3] * 3, [1 / s2, 0, -1 / s2], [1 / s6, -2 / s6, 1 / s6]])
+    want = _naive(noisy @ basis.T, 0.1, 3, 2, 9, 6, 3, 1.05, pilot="both",
+                  transform=(4, 6, 2.7)) @ basis
+    got = nl_bayes(noisy, 0.1, patch_size=3, search_radius=2, k1=9, k2=6, pilot="both",
+                   transform_patch_size=4, transform_k=6)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+    small = noisy[:6, :7, 0]  # a transform patch of 8 is taken as the image's side, 6
+    np.testing.assert_allclose(
+        nl_bayes(small, 0.1, patch_size=3, search_radius=2, k1=9, k2=6, pilot="transform"),
+        nl_bayes(small, 0.1, patch_size=3, search_radius=2, k1=9, k2=6, pilot="transform",
+                 transform_patch_size=6), rtol=0, atol=0)
+
+
+def test_dark_flat_area_keeps_its_level_under_the_transform():
+    # every coefficient but the group's mean is below the threshold: the mean stays
+    img = np.full((16, 16), 0.02)
+    out = nl_bayes(img, 0.1, patch_size=3, search_radius=3, k1=10, k2=6, pilot="transform")
+    np.testing.assert_allclose(out, img, rtol=1e-12)
+
+
+def test_wiener_matrix_falls_back_to_eigenvalues_where_cholesky_fails():
+    from nadaraya.image.nlbayes import _wiener_matrix
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 6, 4))
+    cov = torch.tensor(np.einsum("bki,bkj->bij", a, a) / 5, dtype=torch.float32)
+    # a covariance with a negative eigenvalue (as rounding can leave one): cov + 0.5 I is
+    # not positive definite, and the negative eigenvalue counts as 0
+    cov[1] = torch.diag(torch.tensor([-1.0, 2.0, 3.0, 4.0]))
+    got = _wiener_matrix(cov, 0.5)
+    lam, vec = np.linalg.eigh(cov.double().numpy())
+    lam = np.maximum(lam, 0)
+    want = np.einsum("bij,bj,bkj->bik", vec, lam / (lam + 0.5), vec)
+    np.testing.assert_allclose(got.double().numpy(), want, atol=1e-6)
+    np.testing.assert_allclose(np.diag(got[1].numpy()), [0, 0.8, 3 / 3.5, 4 / 4.5], atol=1e-6)
+
+
 def test_equals_naive_loop_colour_in_opponent_basis():
     _, noisy = _noisy((16, 18, 3), 0.1, seed=1)
     s3, s2, s6 = math.sqrt(3), math.sqrt(2), math.sqrt(6)
@@ -144,13 +259,16 @@ def test_equals_naive_loop_colour_in_opponent_basis():
                                _naive(two, 0.1, 3, 2, 9, 6, 3, 1.05), rtol=0, atol=1e-10)
 
 
-def test_equals_naive_under_a_small_working_memory():
+@pytest.mark.parametrize("pilot", ["bayes", "both"])
+def test_equals_naive_under_a_small_working_memory(pilot):
     from nadaraya import config_context
 
     _, noisy = _noisy((18, 18), 0.2, seed=2)
     with config_context(working_memory=0.05):
-        got = nl_bayes(noisy, 0.2, patch_size=3, search_radius=3, k1=10, k2=6, step=2)
-    np.testing.assert_allclose(got, _naive(noisy, 0.2, 3, 3, 10, 6, 2, 1.05), atol=1e-10)
+        got = nl_bayes(noisy, 0.2, patch_size=3, search_radius=3, k1=10, k2=6, step=2,
+                       pilot=pilot, transform_patch_size=4, transform_k=8)
+    want = _naive(noisy, 0.2, 3, 3, 10, 6, 2, 1.05, pilot=pilot, transform=(4, 8, 2.7))
+    np.testing.assert_allclose(got, want, atol=1e-10)
 
 
 def test_dtype_range_and_kinds_round_trip():
@@ -196,7 +314,13 @@ def test_image_the_size_of_a_patch_and_one_pixel_patches():
     ({"step": 0}, "step"), ({"step": True}, "step"), ({"beta": 0}, "beta"),
     ({"flat": -1.0}, "flat"), ({"flat": math.nan}, "flat"), ({"flat2": -0.5}, "flat2"),
     ({"flat2": math.inf}, "flat2"), ({"weighted": 1}, "weighted"), ({"patch_size": 25}, "larger"),
-    ({"threshold": "firm"}, "threshold"), ({"threshold": None}, "threshold")])
+    ({"threshold": "firm"}, "threshold"), ({"threshold": None}, "threshold"),
+    ({"pilot": "pca"}, "pilot"), ({"pilot": None}, "pilot"),
+    ({"transform_k": 0}, "transform_k"), ({"transform_patch_size": 0}, "transform_patch_size"),
+    ({"transform_lambda": 0.0}, "transform_lambda"), ({"transform_lambda": math.nan},
+                                                      "transform_lambda"),
+    ({"patch_size2": (5, 4)}, "patch_size2"), ({"patch_size2": ()}, "patch_size2"),
+    ({"patch_size2": (3, 25)}, "larger")])
 def test_bad_parameters_are_refused(kwargs, match):
     _, noisy = _noisy((20, 20), 0.1)
     params = {"sigma": 0.1, **kwargs}

@@ -32,7 +32,7 @@ _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "radius": ("radius", ("bilateral", "kr", "skr")),
     "order": ("order", ("kr", "skr")),
     "iterations": ("iterations", ("skr",)),
-    "pilot": ("pilot", ("skr",)),
+    "pilot": ("pilot", ("skr", "nlbayes")),
     "k1": ("k1", ("nlbayes",)),
     "k2": ("k2", ("nlbayes",)),
     "step": ("step", ("nlbayes",)),
@@ -41,7 +41,14 @@ _OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "flat": ("flat", ("nlbayes",)),
     "flat2": ("flat2", ("nlbayes",)),
     "weighted": ("weighted", ("nlbayes",)),
+    "patch_size2": ("patch_size2", ("nlbayes",)),
+    "transform_patch_size": ("transform_patch_size", ("nlbayes",)),
+    "transform_k": ("transform_k", ("nlbayes",)),
+    "transform_lambda": ("transform_lambda", ("nlbayes",)),
 }
+# (option dest, method) -> the values it takes there, where methods share an option
+_CHOICES = {("pilot", "skr"): ("nlm", "image"),
+            ("pilot", "nlbayes"): ("bayes", "transform", "both")}
 # options whose flag is not "--" + dest with dashes
 _FLAGS = {"weighted": "--equal-weights"}
 
@@ -64,7 +71,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                             "nlbayes: of the stage-1 patches (default 5; 7 above sigma 30 of 255)")
     group.add_argument("--search-radius", type=count(0, _LARGEST), metavar="R",
                        help="nlm: half-side of the search window (default 7; 3 for volumes); "
-                            "nlbayes: of the window of candidate patches (default 14)")
+                            "nlbayes: of the window of candidate patches (default 18)")
     group.add_argument("--patch-kind", choices=("gaussian", "box"),
                        help="nlm: patch weights (default gaussian)")
     group.add_argument("--sigma-color", type=positive, metavar="S",
@@ -78,8 +85,11 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                        help="kr, skr: degree of the local polynomial")
     group.add_argument("--iterations", type=count(1, 100), metavar="N",
                        help="skr: steering iterations (default 1)")
-    group.add_argument("--pilot", choices=("nlm", "image"),
-                       help="skr: where the first gradients come from (default nlm)")
+    group.add_argument("--pilot", choices=sorted({v for c in _CHOICES.values() for v in c}),
+                       help="skr: where the first gradients come from, nlm or image "
+                            "(default nlm); nlbayes: the first stage, bayes (non-local "
+                            "Bayes's own), transform (collaborative hard thresholding) or "
+                            "both (their mean, the default)")
     group.add_argument("--k1", type=count(1, _LARGEST), metavar="K",
                        help="nlbayes: patches per group in stage 1 (default 120; 90 above "
                             "sigma 30 of 255)")
@@ -98,9 +108,23 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                             "2 above sigma 15, 3 above 30, of 255)")
     group.add_argument("--flat", type=non_negative, metavar="F",
                        help="nlbayes: a stage-1 group whose values' s.d. is at most F sigma is "
-                            "set to its mean (default 1.05; 0: never)")
+                            "set to its mean (default 1; 0: never)")
     group.add_argument("--flat2", type=non_negative, metavar="F",
                        help="nlbayes: the same in stage 2 (default 1; 0: never)")
+    group.add_argument("--patch-size2", type=count(1, _LARGEST, odd=True), nargs="+",
+                       metavar="P",
+                       help="nlbayes: odd side(s) of the stage-2 patches; with several, "
+                            "stage 2 runs with each and averages them (default 5 7; 7 9 "
+                            "above sigma 15 of 255)")
+    group.add_argument("--transform-patch-size", type=count(1, _LARGEST), metavar="P",
+                       help="nlbayes: side of the patches of the transform's first stage "
+                            "(default 8; 10 above sigma 30 of 255)")
+    group.add_argument("--transform-k", type=count(1, _LARGEST), metavar="K",
+                       help="nlbayes: patches per group of the transform's first stage "
+                            "(default 16; 32 above sigma 30 of 255)")
+    group.add_argument("--transform-lambda", type=positive, metavar="L",
+                       help="nlbayes: the transform's threshold in units of sigma (default "
+                            "2.7; 2.4 above sigma 30 of 255)")
     group.add_argument("--equal-weights", dest="weighted", action="store_const", const=False,
                        help="nlbayes: average the stage-2 estimates of a pixel with equal "
                             "weights (default: each group weighs the inverse of its estimated "
@@ -129,7 +153,12 @@ def method_overrides(args: argparse.Namespace) -> dict[str, Any]:
             option = _FLAGS.get(dest, "--" + dest.replace("_", "-"))
             raise NadarayaError(f"{option} is a parameter of --method {' or '.join(methods)}, "
                                 f"not of {args.method}; leave it out or change --method.")
-        out[name] = value
+        allowed = _CHOICES.get((dest, args.method))
+        if allowed is not None and value not in allowed:
+            raise NadarayaError(f"--{dest.replace('_', '-')} for --method {args.method} is one "
+                                f"of {', '.join(allowed)}; got {value}.")
+        out[name] = value[0] if isinstance(value, list) and len(value) == 1 else (
+            tuple(value) if isinstance(value, list) else value)
     return out
 
 

@@ -203,8 +203,12 @@ def _parameters(args: argparse.Namespace, sigma: float, data_range: float,
     params.update(overrides)
     if args.method in ("skr", "nlbayes"):
         params.pop("sigma")  # the noise level, printed beside
-    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                     for k, v in params.items())
+    def shown(value: Any) -> str:  # as the option takes it: several sizes apart
+        if isinstance(value, tuple):
+            return " ".join(map(shown, value))
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    return ", ".join(f"{k} {shown(v)}" for k, v in params.items())
 
 
 def _say(args: argparse.Namespace, text: str) -> None:

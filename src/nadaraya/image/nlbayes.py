@@ -21,6 +21,15 @@ its groups. Stage 2 groups the patches of the stage-1 result (the pilot,
 or oracle) and takes its covariance from them. A group whose noisy values vary
 less than ``flat * sigma`` (a flat area) is replaced by its mean in stage 1,
 and less than ``flat2 * sigma`` in stage 2.
+
+The pilot may instead be collaborative hard thresholding in a fixed
+transform (BM3D's first stage: each group's coefficients in the 2-D DCT of
+its patches and a DCT across the group, those of magnitude at most
+``transform_lambda * sigma`` set to zero, the group weighing the inverse of
+the number kept), or the mean of the two first stages (``pilot="both"``):
+they err differently, and their mean is a better oracle than either. Stage 2
+may run with several patch sizes and average the results.
+
 Colour images are moved to an orthonormal opponent basis (luminance and two
 differences, so the noise keeps its ``sigma``), grouped on all channels
 jointly and estimated channel by channel, as NL-Bayes does in YUV.
@@ -34,22 +43,18 @@ tensors stay within the working-memory budget (:func:`nadaraya.config_context`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from .._config import block_elements
 from .._errors import NadarayaError
-from ..engine.grid import nearest_patches
+from ._collaborative import hard_threshold_stage
 from ._image import as_image, check_non_negative, check_positive
 from ._layout import apply_layout, needs_layout
+from ._patch_groups import aggregate_groups
 
 __all__ = ["nl_bayes", "nl_bayes_stage"]
-
-# Buffers per number of a chunk: per reference patch, its candidates' values (as the patch
-# search holds them) or its group's (indices, patches, estimates), whichever is larger.
-_GROUP_BUFFERS = 6
-
 
 def _opponent(c: int, like: torch.Tensor) -> torch.Tensor | None:
     """Orthonormal opponent basis for 3 channels (rows: luminance, R-B, R-2G+B)."""
@@ -61,28 +66,36 @@ def _opponent(c: int, like: torch.Tensor) -> torch.Tensor | None:
                         dtype=like.dtype, device=like.device)
 
 
-def _starts(size: int, patch: int, step: int) -> torch.Tensor:
-    """Reference top-left coordinates along one axis: every ``step``-th, and the last."""
-    last = size - patch
-    out = list(range(0, last + 1, step))
-    if out[-1] != last:
-        out.append(last)
-    return torch.tensor(out, dtype=torch.long)
-
-
-def _filter_matrix(cov: torch.Tensor, sigma2: float, stage: int, beta: float,
-                   hard: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """``V f(L) V^T`` for the eigenvalues ``L`` of ``cov`` ``(..., n, n)``, and ``f(L)``."""
+def _threshold_matrix(cov: torch.Tensor, sigma2: float, beta: float,
+                      hard: bool) -> torch.Tensor:
+    """Stage 1's ``V f(L) V^T`` for the eigenvalues ``L`` of ``cov`` ``(..., n, n)``."""
     lam, vec = torch.linalg.eigh(cov)
     lam = lam.clamp(min=0)
-    if stage == 1 and hard:
+    if hard:
         f = (lam > beta * sigma2).to(lam.dtype)
-    elif stage == 1:
+    else:
         f = torch.where(lam > 0, (lam - beta * sigma2).clamp(min=0) / lam.clamp(min=1e-300),
                         torch.zeros_like(lam))
-    else:
-        f = lam / (lam + sigma2)
-    return (vec * f[..., None, :]) @ vec.transpose(-1, -2), f
+    return (vec * f[..., None, :]) @ vec.transpose(-1, -2)
+
+
+def _wiener_matrix(cov: torch.Tensor, sigma2: float) -> torch.Tensor:
+    """Stage 2's ``C (C + s I)^-1 = I - s (C + s I)^-1``, ``s = sigma^2``, ``C = cov (..., n, n)``.
+
+    By a Cholesky factor (a third of an eigendecomposition's time); a matrix
+    whose factorization fails in rounding takes the eigenvalues instead.
+    """
+    eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
+    shifted = cov + sigma2 * eye
+    factor, info = torch.linalg.cholesky_ex(shifted)
+    bad = info != 0
+    factor[bad] = eye  # a placeholder: their rows are replaced below
+    out = eye - sigma2 * torch.cholesky_inverse(factor)
+    if bool(bad.any()):
+        lam, vec = torch.linalg.eigh(cov[bad])
+        lam = lam.clamp(min=0)
+        out[bad] = (vec * (lam / (lam + sigma2))[..., None, :]) @ vec.transpose(-1, -2)
+    return out
 
 
 def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, stage: int,
@@ -100,61 +113,40 @@ def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, st
     weight ``1 / (mean(f^2) + 1 / k)``, ``f`` the filter's factors on the
     group's principal directions (all channels): the inverse of the
     estimate's noise variance in units of ``sigma^2`` per pixel, as BM3D
-    weighs its groups.
+    weighs its groups. (The factors' squares sum to the squared Frobenius
+    norm of the symmetric filter matrix, which is how they are computed.)
     """
-    c, height, width = noisy.shape
-    p = patch_size
-    n = p * p
-    rows, cols = _starts(height, p, step), _starts(width, p, step)
-    reach_r, reach_c = min(search_radius, height - p), min(search_radius, width - p)
-    k = min(k, (reach_r + 1) * (reach_c + 1))
-    n_off = (2 * search_radius + 1) ** 2
-    device = noisy.device
-    pcols = width - p + 1
-    # every patch as a row: (positions, c, n), position = top-left row * pcols + column
-    unfold = torch.nn.functional.unfold
-    guide = unfold(pilot[None], p)[0].reshape(c, n, -1).permute(2, 0, 1)
-    values = unfold(noisy[None], p)[0].reshape(c, n, -1).permute(2, 0, 1)
-    num = torch.zeros(c, height * width, dtype=noisy.dtype, device=device)
-    den = torch.zeros(height * width, dtype=noisy.dtype, device=device)
-    u, v = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
-    inner = (u * width + v).flatten().to(device)  # pixel offsets of a patch's pixels
+    c = noisy.shape[0]
+    n = patch_size * patch_size
     sigma2 = float(sigma) ** 2
-    per_ref = max(n_off * c * n, k * c * n * 4 + c * n * n * 3)
-    chunk = max(1, block_elements(noisy.element_size(), _GROUP_BUFFERS) // per_ref)
-    ri, ci = torch.meshgrid(rows, cols, indexing="ij")
-    refs = torch.stack([ri.flatten(), ci.flatten()], 1)
-    for s in range(0, refs.shape[0], chunk):
-        # every reference has at least k candidates: no index is -1
-        members = nearest_patches(pilot, p, search_radius, k, references=refs[s:s + chunk])[0]
-        group = values[members]  # (m, k, c, n)
+
+    def estimate(group: torch.Tensor, guide: torch.Tensor) -> tuple[torch.Tensor,
+                                                                     torch.Tensor | None]:
+        m, size = group.shape[:2]
         mean = group.mean(1, keepdim=True)
         centred = group - mean
-        if stage == 1:
-            basis = centred
-        else:
-            pg = guide[members]
-            basis = pg - pg.mean(1, keepdim=True)
+        basis = centred if stage == 1 else guide - guide.mean(1, keepdim=True)
         b = basis.permute(0, 2, 1, 3)  # (m, c, k, n)
-        cov = b.transpose(-1, -2) @ b / max(k - 1, 1)
-        filt, factors = _filter_matrix(cov, sigma2, stage, beta, hard)
+        cov = b.transpose(-1, -2) @ b / max(size - 1, 1)
+        if stage == 1:
+            filt = _threshold_matrix(cov, sigma2, beta, hard)
+        else:
+            filt = _wiener_matrix(cov, sigma2)
         est = (centred.permute(0, 2, 1, 3) @ filt).permute(0, 2, 1, 3) + mean
         if flat > 0:
-            spread = group.permute(0, 2, 1, 3).reshape(len(members), c, -1).var(-1, unbiased=False)
+            spread = group.permute(0, 2, 1, 3).reshape(m, c, -1).var(-1, unbiased=False)
             level = group.mean((1, 3))  # (m, c)
             is_flat = (spread <= (flat * flat) * sigma2)[:, None, :, None]
             est = torch.where(is_flat, level[:, None, :, None].expand_as(est), est)
-        mr, mc = members // pcols, members % pcols
-        pix = ((mr * width + mc)[..., None] + inner).reshape(-1)  # (m * k * n,)
-        if weighted:
-            weight = 1.0 / (factors.pow(2).mean((-1, -2)) + 1.0 / k)  # (m,)
-            est = est * weight[:, None, None, None]
-            mass = weight[:, None].expand(-1, members.shape[1] * n).reshape(-1)
-        else:
-            mass = torch.ones_like(pix, dtype=noisy.dtype)
-        num.index_add_(1, pix, est.permute(2, 0, 1, 3).reshape(c, -1))
-        den.index_add_(0, pix, mass)
-    return (num / den).reshape(c, height, width)
+        if not weighted:
+            return est, None
+        return est, 1.0 / (filt.square().sum((-1, -2, -3)) / (c * n) + 1.0 / size)
+
+    return aggregate_groups(noisy, pilot, estimate, patch_size=patch_size,
+                            search_radius=search_radius, k=k, step=step, per_group=c * n * n * 3)
+
+
+_PILOTS = ("bayes", "transform", "both")
 
 
 def _count(value: Any, name: str, least: int, odd: bool = False) -> int:
@@ -166,9 +158,12 @@ def _count(value: Any, name: str, least: int, odd: bool = False) -> int:
 
 
 def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: int = 10,
-             k1: int = 60, k2: int = 30, step: int = 3, patch_size2: int | None = None,
+             k1: int = 60, k2: int = 30, step: int = 3,
+             patch_size2: int | Sequence[int] | None = None,
              beta: float = 1.0, flat: float = 1.05, threshold: str = "soft",
-             flat2: float = 1.0, weighted: bool = True, channel_axis: int | None = -1,
+             flat2: float = 1.0, weighted: bool = True, pilot: str = "bayes",
+             transform_patch_size: int = 8, transform_k: int = 16,
+             transform_lambda: float = 2.7, channel_axis: int | None = -1,
              batch_axis: int | None = None) -> Any:
     """Denoise with non-local Bayes: two stages of Wiener estimates over patch groups.
 
@@ -194,10 +189,14 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
     k1, k2 : int, default 60 and 30
         Group sizes of stage 1 and stage 2.
     step : int, default 3
-        Spacing of the reference patches (the last row and column are always
-        references, so every pixel is estimated).
-    patch_size2 : int, optional
-        Odd side of the patches of stage 2; default ``patch_size``.
+        Spacing of the reference patches, in each stage at most its patch
+        side (a larger one is taken as the side; with the last row and
+        column always references, every pixel is estimated).
+    patch_size2 : int or sequence of int, optional
+        Odd side of the patches of stage 2; default ``patch_size``. With
+        several sides, stage 2 runs once with each and the results are
+        averaged (their errors differ: larger patches group regular textures
+        better, smaller ones keep fine detail).
     beta : float, default 1.0
         Stage 1 subtracts ``beta * sigma^2`` from the covariance's eigenvalues
         (or, with ``threshold="hard"``, drops those below it).
@@ -220,6 +219,20 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
         the inverse of the estimate's noise variance, as BM3D weighs its
         groups. False: every estimate of a pixel counts the same (the
         paper's).
+    pilot : {"bayes", "transform", "both"}, default "bayes"
+        The first stage, whose result stage 2 groups on and takes its
+        covariances from: non-local Bayes's own (the paper's); collaborative
+        hard thresholding in a fixed transform, BM3D's first stage (see
+        the module's description); or the mean of the two, which errs less
+        than either (``denoise`` uses it).
+    transform_patch_size : int, default 8
+        The side of the patches of the transform's first stage (at most the
+        image's smaller side: a larger one is taken as that side).
+    transform_k : int, default 16
+        Its group size.
+    transform_lambda : float, default 2.7
+        Its threshold, in units of ``sigma``: the transform's coefficients
+        of magnitude at most ``transform_lambda * sigma`` are set to zero.
     channel_axis : int or None, default -1
         The axis of the channels; a 2-D image is gray whatever it says.
         Three channels are filtered in an opponent colour basis.
@@ -250,7 +263,11 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
     """
     sigma = check_positive(sigma, "sigma", "Pass the noise standard deviation.")
     p1 = _count(patch_size, "patch_size", 1, odd=True)
-    p2 = p1 if patch_size2 is None else _count(patch_size2, "patch_size2", 1, odd=True)
+    sizes2 = (p1,) if patch_size2 is None else patch_size2
+    if isinstance(sizes2, (list, tuple)) and sizes2:
+        p2 = tuple(_count(size, "patch_size2", 1, odd=True) for size in sizes2)
+    else:
+        p2 = (_count(sizes2, "patch_size2", 1, odd=True),)
     radius = _count(search_radius, "search_radius", 0)
     k1, k2 = _count(k1, "k1", 1), _count(k2, "k2", 1)
     step = _count(step, "step", 1)
@@ -261,23 +278,39 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
     flat2 = check_non_negative(flat2, "flat2", "Pass 0 to turn the flat-area rule off.")
     if not isinstance(weighted, bool):
         raise NadarayaError(f"weighted must be True or False; got {weighted!r}.")
+    if pilot not in _PILOTS:
+        raise NadarayaError(f"pilot must be one of {', '.join(map(repr, _PILOTS))}; got "
+                            f"{pilot!r}.")
+    pt = _count(transform_patch_size, "transform_patch_size", 1)
+    kt = _count(transform_k, "transform_k", 1)
+    lam = check_positive(transform_lambda, "transform_lambda", "Pass e.g. 2.7.")
     if needs_layout(image, channel_axis, batch_axis):
         return apply_layout(image, channel_axis, batch_axis, lambda x: nl_bayes(
             x, sigma, patch_size=p1, search_radius=radius, k1=k1, k2=k2, step=step,
             patch_size2=p2, beta=beta, flat=flat, threshold=threshold, flat2=flat2,
-            weighted=weighted), what="non-local Bayes")
+            weighted=weighted, pilot=pilot, transform_patch_size=pt, transform_k=kt,
+            transform_lambda=lam), what="non-local Bayes")
     img = as_image(image)
-    if max(p1, p2) > min(img.shape):
-        raise NadarayaError(f"patch_size {max(p1, p2)} is larger than the image {img.shape}; "
+    if max(p1, *p2) > min(img.shape):
+        raise NadarayaError(f"patch_size {max(p1, *p2)} is larger than the image {img.shape}; "
                             f"use patches of at most {min(img.shape)} pixels a side.")
+    pt = min(pt, *img.shape)
     data = img.data
     basis = _opponent(img.channels, data)
     if basis is not None:
         data = torch.einsum("ij,jhw->ihw", basis, data)
-    basic = nl_bayes_stage(data, data, sigma, stage=1, patch_size=p1, search_radius=radius,
-                           k=k1, step=step, beta=beta, flat=flat, hard=threshold == "hard")
-    out = nl_bayes_stage(data, basic, sigma, stage=2, patch_size=p2, search_radius=radius,
-                         k=k2, step=step, flat=flat2, weighted=weighted)
+    basic = None
+    if pilot != "transform":
+        basic = nl_bayes_stage(data, data, sigma, stage=1, patch_size=p1,
+                               search_radius=radius, k=k1, step=step, beta=beta, flat=flat,
+                               hard=threshold == "hard")
+    if pilot != "bayes":
+        fixed = hard_threshold_stage(data, sigma, patch_size=pt, search_radius=radius, k=kt,
+                                     step=step, lam=lam)
+        basic = fixed if basic is None else (basic + fixed) / 2
+    out = sum(nl_bayes_stage(data, basic, sigma, stage=2, patch_size=size,
+                             search_radius=radius, k=k2, step=step, flat=flat2,
+                             weighted=weighted) for size in p2) / len(p2)
     if basis is not None:
         out = torch.einsum("ji,jhw->ihw", basis, out)
     return img.back(out)
