@@ -328,6 +328,32 @@ def test_bad_parameters_are_refused(kwargs, match):
         nl_bayes(noisy, **params)
 
 
+@pytest.mark.parametrize("pilot", ["bayes", "both"])
+@pytest.mark.parametrize("scale", [2.0 ** -1000, 2.0 ** 1000, 1e-300, 1e300, 1e307])
+def test_any_scale_of_image_and_sigma_is_filtered_alike(scale, pilot):
+    _, noisy = _noisy((20, 22), 0.1, seed=8)
+    kw = {"patch_size": 3, "search_radius": 3, "k1": 10, "k2": 6, "pilot": pilot,
+          "transform_patch_size": 4, "transform_k": 8}
+    want = nl_bayes(noisy, 0.1, **kw)
+    got = nl_bayes(noisy * scale, 0.1 * scale, **kw)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got / scale, want, rtol=1e-12, atol=1e-14)
+    if math.frexp(scale)[0] == 0.5:  # a power of two: exactly
+        np.testing.assert_array_equal(got / scale, nl_bayes(noisy, 0.1, **kw))
+
+
+def test_a_sigma_too_small_for_the_values_is_refused_by_name():
+    _, noisy = _noisy((20, 20), 0.1)
+    with pytest.raises(NadarayaError, match=r"sigma 1e-300 is too small.*image's units\."):
+        nl_bayes(noisy * 1e300, 1e-300, patch_size=3)
+    with pytest.raises(NadarayaError, match="or the image as float64"):
+        nl_bayes(noisy.astype(np.float32), 1e-20, patch_size=3)
+    user = torch.tensor(noisy)
+    before = user.clone()
+    nl_bayes(user, 2.0 ** -30, patch_size=3, search_radius=2)  # scaled, not in place
+    assert torch.equal(user, before)
+
+
 def test_hostile_images_are_refused():
     with pytest.raises(NadarayaError):
         nl_bayes(np.array([[0.1, np.nan], [0.2, 0.3]]), 0.1, patch_size=1)

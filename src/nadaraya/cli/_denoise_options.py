@@ -108,7 +108,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                             "2 above sigma 15, 3 above 30, of 255)")
     group.add_argument("--flat", type=non_negative, metavar="F",
                        help="nlbayes: a stage-1 group whose values' s.d. is at most F sigma is "
-                            "set to its mean (default 1; 0: never)")
+                            "set to its mean (default 0, never; 1 above sigma 30 of 255)")
     group.add_argument("--flat2", type=non_negative, metavar="F",
                        help="nlbayes: the same in stage 2 (default 1; 0: never)")
     group.add_argument("--patch-size2", type=count(1, _LARGEST, odd=True), nargs="+",
@@ -124,7 +124,7 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                             "(default 16; 32 above sigma 30 of 255)")
     group.add_argument("--transform-lambda", type=positive, metavar="L",
                        help="nlbayes: the transform's threshold in units of sigma (default "
-                            "2.7; 2.4 above sigma 30 of 255)")
+                            "2.4; 2.7 from sigma 15 to 30 of 255)")
     group.add_argument("--equal-weights", dest="weighted", action="store_const", const=False,
                        help="nlbayes: average the stage-2 estimates of a pixel with equal "
                             "weights (default: each group weighs the inverse of its estimated "

@@ -104,18 +104,21 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
         # first stages gains 0.02-0.12 dB over either alone (brick: up to 0.4 over
         # non-local Bayes's); the two stage-2 sizes gain 0.03-0.06 over one; a search
         # radius of 18 gains 0.003-0.04 over 14. References every 4 pixels (5 above sigma
-        # 30) rather than 3 take half the time for 0.01-0.06 dB. On the full images, the
-        # flat-area rule at 1.0 rather than 1.05 gains 0.01 dB at sigma 25 (chelsea 0.06) and
-        # with transform groups of 32 0.02 at sigma 50.
+        # 30) rather than 3 take half the time for 0.01-0.06 dB. On the full images: with
+        # the transform's pilot, stage 1's flat-area rule costs up to 0.3 dB up to sigma 30
+        # (clock at sigma 10, moon at sigma 25), so it is off there; above sigma 30 it gains
+        # 0.03 on chelsea at 1.0, and transform groups of 32 gain 0.02. A transform threshold
+        # of 2.4 sigma rather than 2.7 gains 0.06 at sigma 10 (moon, camera, clock).
         common = {"sigma": sigma, "k1": 120, "step": 4, "search_radius": 18,
-                  "threshold": "hard", "flat": 1.0, "pilot": "both"}
+                  "threshold": "hard", "flat": 0.0, "pilot": "both"}
         if s255 <= 15.0:
-            return {**common, "patch_size": 5, "patch_size2": (5, 7), "k2": 30, "beta": 2.5}
+            return {**common, "patch_size": 5, "patch_size2": (5, 7), "k2": 30, "beta": 2.5,
+                    "transform_lambda": 2.4}
         if s255 <= 30.0:
             return {**common, "patch_size": 5, "patch_size2": (7, 9), "k2": 45, "beta": 2.0}
         return {**common, "patch_size": 7, "patch_size2": (7, 9), "k1": 90, "k2": 45,
-                "step": 5, "beta": 3.0, "transform_patch_size": 10, "transform_k": 32,
-                "transform_lambda": 2.4}
+                "step": 5, "beta": 3.0, "flat": 1.0, "transform_patch_size": 10,
+                "transform_k": 32, "transform_lambda": 2.4}
     raise NadarayaError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
 
 

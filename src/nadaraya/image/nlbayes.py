@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from .._errors import NadarayaError
+from ..engine.grid import peak_exponent, scale_pow2
 from ._collaborative import hard_threshold_stage
 from ._image import as_image, check_non_negative, check_positive
 from ._layout import apply_layout, needs_layout
@@ -149,6 +150,19 @@ def nl_bayes_stage(noisy: torch.Tensor, pilot: torch.Tensor, sigma: float, *, st
 _PILOTS = ("bayes", "transform", "both")
 
 
+def _check_scale(data: torch.Tensor, sigma: float) -> None:
+    """Refuse values so far above ``sigma`` that patch distances and covariances, sums
+    of hundreds of their squares in units of about sigma, would overflow."""
+    room = math.frexp(torch.finfo(data.dtype).max)[1] // 2 - 10
+    if peak_exponent(data) - math.frexp(sigma)[1] > room:
+        peak = float(data.abs().max())
+        wider = "" if data.dtype == torch.float64 else ", or the image as float64"
+        raise NadarayaError(
+            f"sigma {sigma:.4g} is too small for the image's values (up to about "
+            f"{peak:.4g}, more than 2^{room} sigma): patch distances would overflow "
+            f"{data.dtype}. Pass the noise level in the image's units{wider}.")
+
+
 def _count(value: Any, name: str, least: int, odd: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least or (
             odd and value % 2 == 0):
@@ -247,8 +261,16 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
     Raises
     ------
     NadarayaError
-        ``sigma`` not a finite number > 0, a bad count or patch size, or an
-        image smaller than a patch.
+        ``sigma`` not a finite number > 0 or so small against the image's
+        values that patch distances would overflow, a bad count or patch
+        size, or an image smaller than a patch.
+
+    Notes
+    -----
+    The result is equivariant under a common scale of ``image`` and
+    ``sigma``: the filter runs on both scaled by the power of two that
+    brings ``sigma`` into [1/2, 1), so images of any range (1e-300 or 1e300)
+    are filtered alike.
 
     Examples
     --------
@@ -295,7 +317,12 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
         raise NadarayaError(f"patch_size {max(p1, *p2)} is larger than the image {img.shape}; "
                             f"use patches of at most {min(img.shape)} pixels a side.")
     pt = min(pt, *img.shape)
-    data = img.data
+    # every step is equivariant under a common scale of the image and sigma: work where
+    # sigma is in [1/2, 1), so no square of an image of any range leaves the dtype's
+    e = math.frexp(sigma)[1]
+    _check_scale(img.data, sigma)
+    data = scale_pow2(img.data, -e, inplace=False)
+    sigma = math.ldexp(sigma, -e)
     basis = _opponent(img.channels, data)
     if basis is not None:
         data = torch.einsum("ij,jhw->ihw", basis, data)
@@ -313,4 +340,4 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
                              weighted=weighted) for size in p2) / len(p2)
     if basis is not None:
         out = torch.einsum("ji,jhw->ihw", basis, out)
-    return img.back(out)
+    return img.back(scale_pow2(out, e))
