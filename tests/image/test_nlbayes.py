@@ -320,7 +320,8 @@ def test_image_the_size_of_a_patch_and_one_pixel_patches():
     ({"transform_lambda": 0.0}, "transform_lambda"), ({"transform_lambda": math.nan},
                                                       "transform_lambda"),
     ({"patch_size2": (5, 4)}, "patch_size2"), ({"patch_size2": ()}, "patch_size2"),
-    ({"patch_size2": (3, 25)}, "larger")])
+    ({"patch_size2": (3, 25)}, "patch_size2 25 is larger"), ({"pilot": ["both"]}, "pilot"),
+    ({"pilot": np.array(["both"])}, "pilot")])
 def test_bad_parameters_are_refused(kwargs, match):
     _, noisy = _noisy((20, 20), 0.1)
     params = {"sigma": 0.1, **kwargs}

@@ -294,13 +294,13 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
     k1, k2 = _count(k1, "k1", 1), _count(k2, "k2", 1)
     step = _count(step, "step", 1)
     beta = check_positive(beta, "beta", "Pass e.g. 1.0.")
-    if threshold not in ("soft", "hard"):
+    if not isinstance(threshold, str) or threshold not in ("soft", "hard"):
         raise NadarayaError(f"threshold must be 'soft' or 'hard'; got {threshold!r}.")
     flat = check_non_negative(flat, "flat", "Pass 0 to turn the flat-area rule off.")
     flat2 = check_non_negative(flat2, "flat2", "Pass 0 to turn the flat-area rule off.")
     if not isinstance(weighted, bool):
         raise NadarayaError(f"weighted must be True or False; got {weighted!r}.")
-    if pilot not in _PILOTS:
+    if not isinstance(pilot, str) or pilot not in _PILOTS:
         raise NadarayaError(f"pilot must be one of {', '.join(map(repr, _PILOTS))}; got "
                             f"{pilot!r}.")
     pt = _count(transform_patch_size, "transform_patch_size", 1)
@@ -313,9 +313,10 @@ def nl_bayes(image: Any, sigma: float, *, patch_size: int = 5, search_radius: in
             weighted=weighted, pilot=pilot, transform_patch_size=pt, transform_k=kt,
             transform_lambda=lam), what="non-local Bayes")
     img = as_image(image)
-    if max(p1, *p2) > min(img.shape):
-        raise NadarayaError(f"patch_size {max(p1, *p2)} is larger than the image {img.shape}; "
-                            f"use patches of at most {min(img.shape)} pixels a side.")
+    for name, size in (("patch_size", p1), ("patch_size2", max(p2))):
+        if size > min(img.shape):
+            raise NadarayaError(f"{name} {size} is larger than the image {img.shape}; use "
+                                f"patches of at most {min(img.shape)} pixels a side.")
     pt = min(pt, *img.shape)
     # every step is equivariant under a common scale of the image and sigma: work where
     # sigma is in [1/2, 1), so no square of an image of any range leaves the dtype's
