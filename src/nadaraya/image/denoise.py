@@ -106,9 +106,11 @@ def recipe(method: str, sigma: float, data_range: float = 255.0) -> dict[str, An
         # radius of 18 gains 0.003-0.04 over 14. References every 4 pixels (5 above sigma
         # 30) rather than 3 take half the time for 0.01-0.06 dB. On the full images: with
         # the transform's pilot, stage 1's flat-area rule costs up to 0.3 dB up to sigma 30
-        # (clock at sigma 10, moon at sigma 25), so it is off there; above sigma 30 it gains
-        # 0.03 on chelsea at 1.0, and transform groups of 32 gain 0.02. A transform threshold
-        # of 2.4 sigma rather than 2.7 gains 0.06 at sigma 10 (moon, camera, clock).
+        # (clock at sigma 10, moon 0.07 at sigma 25), so it is off there. Above sigma 30,
+        # off, it would gain up to 0.17 (moon) but leave chelsea 0.007 behind BM3D; at 1.0,
+        # with transform groups of 32, every image is ahead. With the rule off, a transform
+        # threshold of 2.4 sigma rather than 2.7 gains 0.02 more at sigma 10 (moon, camera,
+        # clock).
         common = {"sigma": sigma, "k1": 120, "step": 4, "search_radius": 18,
                   "threshold": "hard", "flat": 0.0, "pilot": "both"}
         if s255 <= 15.0:
