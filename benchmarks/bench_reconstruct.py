@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from _machine import header
 from nadaraya.image import psnr, reconstruct
 
 
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     shape = image.shape
     rng = np.random.default_rng(0)
     reconstruct(np.array([[0, 0], [3, 3]]), np.array([1.0, 2.0]), (4, 4))  # first-use costs
+    print(header(("nadaraya", "torch", "scipy", "scikit-image")))
     print(f"camera {shape[0]} x {shape[1]}, threads {args.threads}, best of {args.repeat}")
     print(f"{'task':<13} {'method':<34} {'PSNR dB':>8} {'min':>8} {'max':>8} {'time s':>8} "
           f"{'/ ours':>7}")
