@@ -47,15 +47,14 @@ def hard_threshold_stage(noisy: torch.Tensor, sigma: float, *, patch_size: int,
     clipped to the smallest number of candidates any reference has.
     """
     p = patch_size
-    c, height, width = noisy.shape
-    k = min(k, (min(search_radius, height - p) + 1) * (min(search_radius, width - p) + 1))
+    c = noisy.shape[0]
     patch = dct_matrix(p, noisy)
-    across = dct_matrix(k, noisy)
     # the 2-D DCT of a row-major patch vector
     plane = torch.kron(patch, patch)
     level = float(lam) * float(sigma)
 
     def estimate(group: torch.Tensor, _: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        across = dct_matrix(group.shape[1], noisy)  # the group size, as clipped
         coef = across @ group.permute(0, 2, 1, 3) @ plane.T  # (m, c, k, n)
         keep = coef.abs() > level
         keep[..., 0, 0] = True

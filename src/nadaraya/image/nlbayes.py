@@ -43,7 +43,7 @@ tensors stay within the working-memory budget (:func:`nadaraya.config_context`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -67,17 +67,22 @@ def _opponent(c: int, like: torch.Tensor) -> torch.Tensor | None:
                         dtype=like.dtype, device=like.device)
 
 
+def _eigen_function(cov: torch.Tensor, f: Callable[[torch.Tensor], torch.Tensor]
+                    ) -> torch.Tensor:
+    """``V f(L) V^T`` for the eigenvalues ``L`` (negative ones taken as 0) of ``cov``
+    ``(..., n, n)``."""
+    lam, vec = torch.linalg.eigh(cov)
+    return (vec * f(lam.clamp(min=0))[..., None, :]) @ vec.transpose(-1, -2)
+
+
 def _threshold_matrix(cov: torch.Tensor, sigma2: float, beta: float,
                       hard: bool) -> torch.Tensor:
-    """Stage 1's ``V f(L) V^T`` for the eigenvalues ``L`` of ``cov`` ``(..., n, n)``."""
-    lam, vec = torch.linalg.eigh(cov)
-    lam = lam.clamp(min=0)
+    """Stage 1's filter: eigenvalues above ``beta sigma^2`` kept (``hard``) or shrunk by it."""
     if hard:
-        f = (lam > beta * sigma2).to(lam.dtype)
-    else:
-        f = torch.where(lam > 0, (lam - beta * sigma2).clamp(min=0) / lam.clamp(min=1e-300),
-                        torch.zeros_like(lam))
-    return (vec * f[..., None, :]) @ vec.transpose(-1, -2)
+        return _eigen_function(cov, lambda lam: (lam > beta * sigma2).to(lam.dtype))
+    return _eigen_function(cov, lambda lam: torch.where(
+        lam > 0, (lam - beta * sigma2).clamp(min=0) / lam.clamp(min=1e-300),
+        torch.zeros_like(lam)))
 
 
 def _wiener_matrix(cov: torch.Tensor, sigma2: float) -> torch.Tensor:
@@ -87,15 +92,12 @@ def _wiener_matrix(cov: torch.Tensor, sigma2: float) -> torch.Tensor:
     whose factorization fails in rounding takes the eigenvalues instead.
     """
     eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
-    shifted = cov + sigma2 * eye
-    factor, info = torch.linalg.cholesky_ex(shifted)
+    factor, info = torch.linalg.cholesky_ex(cov + sigma2 * eye)
     bad = info != 0
     factor[bad] = eye  # a placeholder: their rows are replaced below
     out = eye - sigma2 * torch.cholesky_inverse(factor)
     if bool(bad.any()):
-        lam, vec = torch.linalg.eigh(cov[bad])
-        lam = lam.clamp(min=0)
-        out[bad] = (vec * (lam / (lam + sigma2))[..., None, :]) @ vec.transpose(-1, -2)
+        out[bad] = _eigen_function(cov[bad], lambda lam: lam / (lam + sigma2))
     return out
 
 
