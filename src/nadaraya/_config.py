@@ -97,7 +97,14 @@ def get_config() -> Config:
 
 
 def set_config(**changes: Any) -> None:
-    """Change the configuration of this thread (see :class:`Config` for the keys)."""
+    """Change the configuration of this thread (see :class:`Config` for the keys).
+
+    Parameters
+    ----------
+    **changes
+        ``working_memory`` (MiB), ``key_block``, ``query_block``; unknown keys are
+        refused by name.
+    """
     _current.set(_checked(replace(get_config(), **_known(changes))))
 
 

@@ -148,6 +148,8 @@ def smooth(
         ``"autograd"``, ``"dense"``. ``"dask"`` runs in-memory inputs in chunks on the
         current Dask scheduler and returns the caller's kind; it is chosen for Dask
         inputs, where any other name is the in-memory engine each block task runs.
+        With ``tolerance``, ``"fgt"`` (the fast Gauss transform) and ``"binned"``
+        (linear binning and FFT) name a certified method.
     return_lse : bool, default False
         Also return ``log sum_j K(q, k_j)`` per query, so partial results merge.
     empty : {"raise", "nan", "nearest"}, default "raise"
@@ -159,6 +161,42 @@ def smooth(
         :class:`~nadaraya.kernels.linear.LinearKernel` are summed in the
         weight domain; with ``normalize=True`` they divide by the signed row
         sum and a zero sum is an empty row.
+    tolerance : float in (0, 1) or None, default None
+        None computes the sums exactly (up to rounding). A number ``t`` lets
+        the engine use a method whose proven bound keeps every output within
+        ``t * max_j |v_jc|`` of the exact one, column by column ``c`` (the
+        largest magnitude of that column over all keys; a column of zeros
+        stays exactly zero). The fast Gauss transform (Gaussian kernels, up to
+        6 kernel coordinates, ``t >= 1e-12``, on the CPU) and binned sums with
+        FFT (radial kernels but the uniform, in 1 or 2 coordinates, on the CPU
+        or a CUDA device) return ``total' = sum_j K`` and ``acc' = sum_j K v_j``
+        with proven absolute bounds ``e_t`` and ``e_c``, rounding included;
+        the mean ``acc' / total'`` then differs from the
+        exact one by at most ``(e_c + |acc' / total'| e_t) / (total' - e_t)``,
+        so the denominator's error enters both through the output's size and
+        through the smallest ``total`` it allows. Each query's bound is
+        checked, and a query it does not prove (one far from every key, whose
+        tiny ``total`` the bounds cannot resolve) is computed again by the
+        exact engines. A method runs only where it is cheaper than the exact
+        engine (:func:`explain` names the method, its parameters and its
+        bound, or why each method was refused). With ``normalize=False`` each
+        sum ends within ``t * max_j |v_jc| * sum_j K``; the log-sum of
+        ``return_lse`` within ``t``. The bound is on the sums of the points as
+        the input's dtype holds them: in float32 the points are scaled by the
+        bandwidth in float32, so the exact float32 engines' own error (a few
+        times 1e-7 of ``max |v|``) comes on top of ``t``; pass float64 inputs
+        when a tolerance below 1e-6 must hold against the float64 result.
+        (The 1-D sweeps of the Laplacian family and the compact kernels need
+        no tolerance: they are exact engines, chosen with or without one.)
+    approximate : {"random-features"}, RandomFeatures or None, default None
+        Opt in to positive random features (FAVOR+) for exp-dot kernels
+        (``"softmax"``, and the Gaussian through its key bias) in any dimension:
+        ``O((n + m) r)`` for ``r`` features instead of ``O(n m)``. Their
+        error is statistical (an estimated standard error, which
+        :func:`explain` states), never a proven bound, so they are never
+        chosen for ``tolerance`` and passing both is refused.
+        ``RandomFeatures(features=r, seed=s)`` sets the number of features
+        (default 256) and the seed. Not available on Dask inputs.
 
     Returns
     -------
@@ -236,7 +274,31 @@ def explain(
 ) -> Explanation:
     """Say which engine :func:`smooth` would use for these inputs, and why.
 
-    Parameters are those of :func:`smooth`; nothing is computed beyond binding.
+    Nothing is computed beyond binding the kernel and mask to the inputs.
+
+    Parameters
+    ----------
+    queries : array-like or torch.Tensor of shape (m, d) or (m,)
+        As in :func:`smooth`.
+    keys : array-like or torch.Tensor of shape (n, d) or (n,)
+        As in :func:`smooth`.
+    values : array-like or torch.Tensor of shape (n, p) or (n,), optional
+        As in :func:`smooth`; None explains the kernel sums alone (no value columns).
+    kernel : str, Kernel or callable, default "gaussian"
+        As in :func:`smooth`.
+    mask : Mask, bool matrix, sparse matrix, callable or str, optional
+        As in :func:`smooth`.
+    bandwidth : float, array, str, optional
+        As in :func:`smooth`.
+    engine : str, default "auto"
+        As in :func:`smooth`: a named engine is explained, or refused with the reason.
+    normalize : bool, default True
+        As in :func:`smooth`.
+    tolerance : float in (0, 1) or None, default None
+        As in :func:`smooth`: the chosen certified method's plan (expansion
+        order, cell or grid size) and bound, or each method's reason for refusing.
+    approximate : {"random-features"}, RandomFeatures or None, default None
+        As in :func:`smooth`: the random features' plan and their error statement.
 
     Returns
     -------

@@ -61,7 +61,15 @@ class BinnedMethod:
 
     # -- the Method protocol ---------------------------------------------------
     def refuse(self, job: Job, tolerance: float) -> str | None:
-        """Why binning cannot serve ``job`` at ``tolerance`` (None if it can)."""
+        """Why binning cannot serve ``job`` at ``tolerance`` (None if it can).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         why = self._unsupported(job, tolerance)
         if why is not None:
             return why
@@ -81,13 +89,29 @@ class BinnedMethod:
         return None
 
     def cost(self, job: Job, tolerance: float) -> float:
-        """Modelled run time in units of the exact engines' cost (``m n (p + 4)``)."""
+        """Modelled run time in units of the exact engines' cost (``m n (p + 4)``).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         if self._unsupported(job, tolerance) is not None:
             return math.inf
         return self._seconds(job, self._grid(job, tolerance)) * 1e9 / _NS_PER_OPERATION
 
     def plan(self, job: Job, tolerance: float) -> dict[str, Any]:
-        """Grid, cell, truncation and the bound, for ``explain()``."""
+        """Grid, cell, truncation and the bound, for ``explain()``.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         why = self._unsupported(job, tolerance)
         if why is not None:
             return {"method": self.name, "refused": why}
@@ -109,7 +133,15 @@ class BinnedMethod:
         }
 
     def sums(self, job: Job, tolerance: float) -> Sums:
-        """Both sums for every query of ``job``, with their proven bounds."""
+        """Both sums for every query of ``job``, with their proven bounds.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         return self.prepare(job, tolerance).evaluate(slice(0, job.m))
 
     def prepare(self, job: Job, tolerance: float) -> PreparedGrid:
@@ -117,6 +149,13 @@ class BinnedMethod:
 
         Memory: the grid's arrays and ``O(block_rows(job))`` per block of keys
         or queries (the keys are binned a block at a time).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
         """
         why = self._unsupported(job, tolerance)
         if why is not None:

@@ -33,7 +33,15 @@ def get_methods() -> dict[str, Method]:
 
 
 class CertifiedChoice:
-    """The outcome of :func:`choose_certified`: a method, or an exact engine."""
+    """The outcome of :func:`choose_certified`: a method, or an exact engine.
+
+    Parameters
+    ----------
+    method : Method or None
+        The certified method to run, or None when an exact engine runs.
+    engine : Engine or None
+        The exact engine to run, or None when a method runs.
+    """
 
     def __init__(self, method: Method | None, engine: Engine | None) -> None:
         self.method = method

@@ -27,7 +27,15 @@ __all__ = ["certified_state", "query_rows", "state_of"]
 
 
 def query_rows(job: Job, rows: torch.Tensor) -> Job:
-    """The same job restricted to the queries ``rows`` (an index tensor); no mask."""
+    """The same job restricted to the queries ``rows`` (an index tensor); no mask.
+
+    Parameters
+    ----------
+    job : Job
+        The bound problem: kernel and points, mask, values and sizes.
+    rows : torch.Tensor of shape (r,)
+        Indices of the queries to keep.
+    """
     kernel = BoundKernel(job.kernel.kernel, job.kernel.q[rows], job.kernel.k)
     return Job(kernel, None, job.values, job.queries[rows], job.keys, job.normalize,
                job.exponents)
@@ -39,6 +47,13 @@ def state_of(sums: Sums, dtype: torch.dtype) -> SmoothState:
     Kept in this form so a float32 state neither underflows for tiny totals nor
     overflows for large ones; :func:`~nadaraya.engine.unnormalized._engine.finish` reads
     means and sums from it as from any engine's state.
+
+    Parameters
+    ----------
+    sums : Sums
+        A method's sums (float64).
+    dtype : torch.dtype
+        The job's dtype.
     """
     total = sums.total
     positive = total > 0

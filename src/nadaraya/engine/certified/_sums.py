@@ -35,7 +35,7 @@ __all__ = ["Method", "PreparedSums", "Sums", "block_rows", "prepare_sums"]
 class Sums:
     """Approximate kernel sums for ``m`` queries with absolute error bounds (float64).
 
-    Attributes
+    Parameters
     ----------
     total : torch.Tensor of shape (m,)
         ``sum_j K(q, k_j)``.
@@ -53,7 +53,13 @@ class Sums:
     acc_err: torch.Tensor
 
     def merge(self, other: Sums) -> Sums:
-        """Sums over the union of two disjoint key sets (bounds add)."""
+        """Sums over the union of two disjoint key sets (bounds add).
+
+        Parameters
+        ----------
+        other : Sums
+            The sums over a key set disjoint from this one's, for the same queries.
+        """
         return Sums(self.total + other.total, self.acc + other.acc,
                     self.total_err + other.total_err, self.acc_err + other.acc_err)
 
@@ -76,15 +82,39 @@ class Method(Protocol):
     name: str
 
     def refuse(self, job: Job, tolerance: float) -> str | None:
-        """Why this method cannot serve ``job`` at ``tolerance`` (None if it can)."""
+        """Why this method cannot serve ``job`` at ``tolerance`` (None if it can).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         ...
 
     def cost(self, job: Job, tolerance: float) -> float:
-        """Rough operation count, comparable with ``m * n`` of the exact engines."""
+        """Rough operation count, comparable with ``m * n`` of the exact engines.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         ...
 
     def plan(self, job: Job, tolerance: float) -> dict[str, Any]:
-        """The parameters chosen for ``job`` and the bound they give, for ``explain()``."""
+        """The parameters chosen for ``job`` and the bound they give, for ``explain()``.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         ...
 
     def sums(self, job: Job, tolerance: float) -> Sums:
@@ -94,6 +124,13 @@ class Method(Protocol):
         side built once, the queries then evaluated block by block (see
         :func:`prepare_sums`); ``sums`` stays the whole-job call the cluster engine
         makes on its own blocks.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
         """
         ...
 
@@ -106,6 +143,11 @@ class PreparedSums(Protocol):
 
         The rows of a query are the same (to the last bit) whatever the block it
         comes in.
+
+        Parameters
+        ----------
+        rows : slice
+            The queries of the block, a slice of ``range(job.m)``.
         """
         ...
 
@@ -121,7 +163,17 @@ class _Whole:
 
 
 def prepare_sums(method: Method, job: Job, tolerance: float) -> PreparedSums:
-    """``method.prepare(job, tolerance)`` when the method has it, else its whole sums, sliced."""
+    """``method.prepare(job, tolerance)`` when the method has it, else its whole sums, sliced.
+
+    Parameters
+    ----------
+    method : Method
+        A certified method.
+    job : Job
+        The bound problem: kernel and points, mask, values and sizes.
+    tolerance : float
+        The caller's tolerance, already checked: a float in (0, 1).
+    """
     prepare = getattr(method, "prepare", None)
     if prepare is None:
         return _Whole(method, job, tolerance)
@@ -135,6 +187,11 @@ def block_rows(job: Job) -> int:
     A query of the block holds a few dozen float64 numbers while it is evaluated
     and checked (its point and box, its sums and bounds per channel, the check's
     intermediates); the rows of the result are the only ``m``-sized arrays.
+
+    Parameters
+    ----------
+    job : Job
+        The bound problem: kernel and points, mask, values and sizes.
     """
     per_row = 8 * (8 + 2 * job.kernel.q.shape[1] + 16 * (job.p + 1))
     return max(1, int(get_config().working_memory * 2**20 / 8 / per_row))

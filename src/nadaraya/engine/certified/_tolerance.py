@@ -34,7 +34,13 @@ __all__ = ["check_tolerance", "unproven_rows"]
 
 
 def check_tolerance(tolerance: Any) -> float | None:
-    """``tolerance`` as a float in ``(0, 1)``, or None; refuses anything else by name."""
+    """``tolerance`` as a float in ``(0, 1)``, or None; refuses anything else by name.
+
+    Parameters
+    ----------
+    tolerance : Any
+        The caller's ``tolerance=``: a number in (0, 1) or None.
+    """
     if tolerance is None:
         return None
     if isinstance(tolerance, bool) or (not isinstance(tolerance, (int, float)) and not (

@@ -175,6 +175,13 @@ class RandomFeatures:
         """Why this method cannot serve ``job`` (None if it can).
 
         A ``tolerance`` is always refused: the error is estimated, not proven.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float or None
+            Always refused when given: the error is estimated, not proven.
         """
         if tolerance is not None:
             return ("random features give a statistical error estimate, not a proven bound, "
@@ -183,11 +190,27 @@ class RandomFeatures:
         return _refuse(job) or over_budget(self.features, _width(job), job.p)
 
     def cost(self, job: Job, tolerance: float | None = None) -> float:
-        """Rough operation count, comparable with ``m * n`` of the exact engines."""
+        """Rough operation count, comparable with ``m * n`` of the exact engines.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float or None
+            Unused: the signature every kernel-sum method shares.
+        """
         return float((job.m + job.n) * self.features * (_width(job) + job.p + 2))
 
     def plan(self, job: Job, tolerance: float | None = None) -> dict[str, Any]:
-        """The parameters for ``job``, for ``explain()`` (nothing is computed)."""
+        """The parameters for ``job``, for ``explain()`` (nothing is computed).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float or None
+            Unused: the signature every kernel-sum method shares.
+        """
         e = _width(job)
         return {"method": self.name, "features": self.features, "seed": self.seed,
                 "orthogonal_block": max(1, min(self.features, e)),
@@ -196,7 +219,15 @@ class RandomFeatures:
                 "error": ERROR_STATEMENT}
 
     def sums(self, job: Job, tolerance: float | None = None) -> tuple[Sums, dict[str, Any]]:
-        """:func:`random_feature_sums` with this object's features and seed."""
+        """:func:`random_feature_sums` with this object's features and seed.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float or None
+            Always refused when given: the error is estimated, not proven.
+        """
         why = self.refuse(job, tolerance)
         if why is not None:
             raise NadarayaError(f"random features cannot run this problem: {why}.")

@@ -126,7 +126,15 @@ class FastGaussTransform:
 
     # -- the Method protocol -----------------------------------------------------
     def refuse(self, job: Job, tolerance: float) -> str | None:
-        """Why the transform cannot serve ``job`` at ``tolerance`` (None if it can)."""
+        """Why the transform cannot serve ``job`` at ``tolerance`` (None if it can).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         return job.kernel.cached(f"fgt-refuse-{tolerance!r}", lambda: self._refuse(job, tolerance))
 
     def _refuse(self, job: Job, tolerance: float) -> str | None:
@@ -158,7 +166,15 @@ class FastGaussTransform:
         return None
 
     def cost(self, job: Job, tolerance: float) -> float:
-        """Modelled run time in units of the exact engines' cost (``m n (p + 4)``)."""
+        """Modelled run time in units of the exact engines' cost (``m n (p + 4)``).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         if self.refuse(job, tolerance) is not None:
             return math.inf
         seconds = self._params(job, tolerance).seconds + (job.n + job.m) * _BOOKKEEPING_NS * 1e-9
@@ -169,6 +185,13 @@ class FastGaussTransform:
 
         For ``explain()``; ``E`` is the expansion's bound per unit of weighted mass and
         ``modelled_seconds`` the planner's time model (one thread).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
         """
         why = self.refuse(job, tolerance)
         if why is not None:
@@ -191,7 +214,15 @@ class FastGaussTransform:
         }
 
     def sums(self, job: Job, tolerance: float) -> Sums:
-        """Both sums for every query of ``job``, with their proven bounds."""
+        """Both sums for every query of ``job``, with their proven bounds.
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         return self.prepare(job, tolerance).evaluate(slice(0, job.m))
 
     def prepare(self, job: Job, tolerance: float) -> PreparedQueries:
@@ -200,6 +231,13 @@ class FastGaussTransform:
         Memory: the keys' sorted copy, the expansions of the boxes, and
         ``O(block_rows(job))`` per block of queries (the queries are counted per box
         block by block, never sorted all at once).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
         """
         self._check(job, tolerance)
         k, v = _keys(job)
@@ -209,7 +247,15 @@ class FastGaussTransform:
 
     # -- helpers -------------------------------------------------------------------
     def run(self, job: Job, tolerance: float) -> Outcome:
-        """:meth:`sums` with what the run did (boxes expanded, the factor ``E``)."""
+        """:meth:`sums` with what the run did (boxes expanded, the factor ``E``).
+
+        Parameters
+        ----------
+        job : Job
+            The bound problem: kernel and points, mask, values and sizes.
+        tolerance : float
+            The caller's tolerance, already checked: a float in (0, 1).
+        """
         self._check(job, tolerance)
         q, k, v = _points(job)
         return transform(q, k, v, self._params(job, tolerance))

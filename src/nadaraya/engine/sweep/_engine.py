@@ -45,7 +45,15 @@ MIN_PAIRS = 3e5
 _SERIAL_POINTS = 2**16
 
 def worth_it(m: int, n: int) -> bool:
-    """Whether sweeping beats summing every pair: ``m n > PAIRS_PER_POINT (m + n) + MIN_PAIRS``."""
+    """Whether sweeping beats summing every pair: ``m n > PAIRS_PER_POINT (m + n) + MIN_PAIRS``.
+
+    Parameters
+    ----------
+    m : int
+        Number of queries.
+    n : int
+        Number of keys.
+    """
     return m * n > PAIRS_PER_POINT * (m + n) + MIN_PAIRS
 
 
