@@ -100,11 +100,8 @@ def _signatures(module: str) -> list[str]:
         if inspect.isfunction(obj):
             found.append(f"{module}.{name}")
         elif inspect.isclass(obj):
-            if getattr(obj, "_is_protocol", False):  # a Protocol's __init__ takes anything
-                found.extend(f"{module}.{name}.{a}" for a, v in vars(obj).items()
-                             if inspect.isfunction(v) and not a.startswith("_"))
-                continue
-            found.append(f"{module}.{name}")
+            if not getattr(obj, "_is_protocol", False):  # a Protocol's __init__ takes anything
+                found.append(f"{module}.{name}")
             found.extend(f"{module}.{name}.{a}" for a, v in vars(obj).items()
                          if inspect.isfunction(v) and not a.startswith("_"))
     return found

@@ -157,8 +157,9 @@ def method_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if allowed is not None and value not in allowed:
             raise NadarayaError(f"--{dest.replace('_', '-')} for --method {args.method} is one "
                                 f"of {', '.join(allowed)}; got {value}.")
-        out[name] = value[0] if isinstance(value, list) and len(value) == 1 else (
-            tuple(value) if isinstance(value, list) else value)
+        if isinstance(value, list):  # nargs="+": one size as a number, several as a tuple
+            value = value[0] if len(value) == 1 else tuple(value)
+        out[name] = value
     return out
 
 

@@ -93,40 +93,35 @@ def _references(references: Any, rows: int, cols: int, device: torch.device) -> 
     return ref.to(device)
 
 
+def _add_in_order(parts: list[torch.Tensor]) -> torch.Tensor:
+    """``parts[0] + parts[1] + ...``, added one after the other in list order (one part:
+    itself, no copy)."""
+    if len(parts) == 1:
+        return parts[0]
+    out = parts[0] + parts[1]
+    for part in parts[2:]:
+        out += part
+    return out
+
+
 def _sum_along(t: torch.Tensor, dim: int) -> torch.Tensor:
     """The sum over ``dim``, added one slice after the other in index order."""
-    if t.shape[dim] == 1:
-        return t.select(dim, 0)
-    out = t.select(dim, 0) + t.select(dim, 1)
-    for i in range(2, t.shape[dim]):
-        out += t.select(dim, i)
-    return out
+    return _add_in_order([t.select(dim, i) for i in range(t.shape[dim])])
 
 
 def _sum_rows(t: torch.Tensor, starts: slice | torch.Tensor, p: int) -> torch.Tensor:
     """Sums of ``p`` consecutive rows (dimension 2) from each start, in row order; the
     starts a slice (a strided view, no copy) or a tensor of them."""
     if isinstance(starts, slice):
-        at = [t[:, :, starts.start + i:starts.stop + i:starts.step] for i in range(p)]
-    else:
-        at = [t.index_select(2, starts + i) for i in range(p)]
-    if p == 1:
-        return at[0]
-    out = at[0] + at[1]
-    for i in range(2, p):
-        out += at[i]
-    return out
+        return _add_in_order([t[:, :, starts.start + i:starts.stop + i:starts.step]
+                              for i in range(p)])
+    return _add_in_order([t.index_select(2, starts + i) for i in range(p)])
 
 
 def _sum_columns(t: torch.Tensor, p: int) -> torch.Tensor:
     """Sums of ``p`` consecutive columns (the last dimension) from every start."""
     n = t.shape[-1] - p + 1
-    if p == 1:
-        return t
-    out = t[..., 0:n] + t[..., 1:n + 1]
-    for i in range(2, p):
-        out += t[..., i:i + n]
-    return out
+    return _add_in_order([t[..., i:i + n] for i in range(p)])
 
 
 def _gathered(x: torch.Tensor, r: torch.Tensor, c: torch.Tensor, p: int, w: int,
